@@ -1,0 +1,1 @@
+"""Shared libraries of AutoEnvScaling: bus, blob store, bundles, sandbox, models, agents."""

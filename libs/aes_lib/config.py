@@ -1,0 +1,64 @@
+"""Settings shared by every service, read from ``AES_*`` environment variables."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+
+def _home() -> Path:
+    return Path(os.environ.get("AES_HOME", Path.cwd() / ".aes")).resolve()
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Where the shared infrastructure is and how to reach it.
+
+    Every field can be set with the environment variable ``AES_<FIELD>`` (upper case).
+    """
+
+    home: Path = dataclasses.field(default_factory=_home)
+    """Embedded stack's state: NATS data, blobs, logs, credentials (``AES_HOME``)."""
+    nats_url: str = "nats://127.0.0.1:4222"
+    """NATS server with JetStream."""
+    nats_user: str = ""
+    """NATS user; empty for a server without auth."""
+    nats_password: str = ""
+    """NATS password."""
+    blob_url: str = ""
+    """``file:///path`` or ``s3://bucket?endpoint=host:port&secure=0``; empty: ``file://<home>/blobs``."""
+    s3_access_key: str = ""
+    """Credentials for an ``s3://`` blob store."""
+    s3_secret_key: str = ""
+    """Credentials for an ``s3://`` blob store."""
+    model_url: str = ""
+    """OpenAI-compatible endpoint (``.../v1``); empty: the embedded local model."""
+    model: str = "smollm2-135m"
+    """Model name sent to the endpoint (solver)."""
+    proposer_model_url: str = ""
+    """Endpoint for the proposer; empty: same as the solver's."""
+    proposer_model: str = ""
+    """Model name for the proposer; empty: same as the solver's."""
+    otlp_endpoint: str = ""
+    """OTLP/HTTP traces endpoint (e.g. Jaeger's ``http://jaeger:4318``); empty: no export."""
+    route: str = "validate,contamination,review,reset,calibrate"
+    """Admission stages in order (comma-separated); a domain gate is one more name."""
+
+    @classmethod
+    def from_env(cls, **overrides: object) -> "Settings":
+        values: dict[str, object] = {}
+        for f in dataclasses.fields(cls):
+            raw = os.environ.get(f"AES_{f.name.upper()}")
+            if raw is not None:
+                values[f.name] = Path(raw) if f.name == "home" else raw
+        values.update(overrides)
+        return cls(**values)  # type: ignore[arg-type]
+
+    @property
+    def blob_location(self) -> str:
+        return self.blob_url or f"file://{self.home / 'blobs'}"
+
+    @property
+    def route_stages(self) -> tuple[str, ...]:
+        return tuple(s.strip() for s in self.route.split(",") if s.strip())

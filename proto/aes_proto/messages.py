@@ -1,0 +1,292 @@
+"""Every message the pipeline exchanges, as msgspec Structs.
+
+Each message carries a schema version, an idempotency key (the publisher sets it
+from its input so a redelivered input republishes the *same* key, which
+JetStream de-duplicates), and the ids that follow one episode across services:
+``episode_id`` (one assignment and every candidate, check and rollout it causes)
+and, where an environment exists, ``env_id`` (the content hash of its bundle).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Literal
+
+import msgspec
+
+SCHEMA_VERSION = 1
+
+
+class SchemaVersionError(ValueError):
+    pass
+
+
+class Message(msgspec.Struct, kw_only=True, frozen=True, tag_field="type", forbid_unknown_fields=True):
+    """Fields shared by every message on the bus."""
+
+    schema_version: int = SCHEMA_VERSION
+    """Version of this contract; a reader refuses any other."""
+    idempotency_key: str
+    """Stable for one logical event; used as the JetStream ``Nats-Msg-Id``."""
+    episode_id: str
+    """Follows one assignment through proposer, gates, calibration and the pool."""
+    created_at: float = msgspec.field(default_factory=time.time)
+    """Unix time at which the publisher built the message."""
+
+    def __post_init__(self) -> None:
+        if self.schema_version != SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"schema_version: expected {SCHEMA_VERSION}, got {self.schema_version}"
+            )
+
+
+class BlobRef(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """A pointer into the blob store; payloads over a few KB never ride the bus."""
+
+    key: str
+    """Key in the store, e.g. ``bundles/sha256/<hex>.tar.gz``."""
+    sha256: str
+    """Hex digest of the stored bytes, checked on read."""
+    size: int
+    """Size in bytes."""
+
+
+class Verdict(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """One admission stage's outcome, carried along with the candidate."""
+
+    stage: str
+    """Name of the stage (``validate``, ``contamination``, ``review``, ``reset``...)."""
+    ok: bool
+    reason: str
+    """Machine-readable reason, ``ok`` when passed (e.g. ``oracle_failed``)."""
+    detail: str = ""
+    """Human-readable explanation."""
+
+
+Direction = Literal["new", "easier", "harder", "revise"]
+Role = Literal["solver", "proposer"]
+GenerationMode = Literal["prompt", "feedback", "agent", "seed"]
+
+
+class Assignment(Message, frozen=True):
+    """Planner -> proposer: build an environment relative to a parent."""
+
+    assignment_id: str
+    direction: Direction
+    """Easier when the solver keeps failing the parent, harder when it succeeds."""
+    parent_env_id: str | None = None
+    parent_bundle: BlobRef | None = None
+    category: str = ""
+    pass_rate: float | None = None
+    """Solver's mean reward on the parent over its latest rollouts."""
+    common_failure: str = ""
+    """Commonest failure on the parent, from verifier output and trajectories."""
+    revision: int = 0
+    """0 for a fresh assignment; 1..max_revisions when sent back by a check."""
+    feedback: str = ""
+    """Evidence for a revision: which check failed and why (diagnostic rollout included)."""
+    previous_bundle: BlobRef | None = None
+    """The rejected candidate that a revision starts from."""
+    round: int = 0
+    mode: GenerationMode = "agent"
+
+
+class CandidateEnv(Message, frozen=True):
+    """Proposer -> admission stages: a complete Harbor task bundle.
+
+    ``route`` is a routing slip: the stages still to pass, in order. Each stage
+    pops itself and forwards the candidate to the next, so adding a gate is one
+    more consumer and one more name in the configured route.
+    """
+
+    env_id: str
+    """sha256 of the bundle archive."""
+    bundle: BlobRef
+    assignment_id: str
+    revision: int = 0
+    parent_env_id: str | None = None
+    category: str = ""
+    route: tuple[str, ...] = ()
+    verdicts: tuple[Verdict, ...] = ()
+    mode: GenerationMode = "agent"
+    proposer_model: str = ""
+    cost_usd: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    proposer_trajectory: BlobRef | None = None
+
+
+class ValidationResult(Message, frozen=True):
+    """Validator: the image builds, oracle scores 1.0, the empty solution < 0.5."""
+
+    env_id: str
+    ok: bool
+    reason: str
+    """``ok`` | ``invalid_bundle`` | ``build_failed`` | ``oracle_failed`` | ``nop_passed`` | ``timeout``."""
+    detail: str = ""
+    oracle_reward: float | None = None
+    nop_reward: float | None = None
+    logs: BlobRef | None = None
+    """Build, oracle and verifier logs of a failure."""
+    seconds: float = 0.0
+
+
+class ContaminationResult(Message, frozen=True):
+    """Contamination checker: 13-gram overlap with held-out instructions."""
+
+    env_id: str
+    ok: bool
+    matched_ngram: str = ""
+    heldout_task: str = ""
+    n: int = 13
+
+
+class CriterionVerdict(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    name: str
+    outcome: Literal["pass", "fail", "not_applicable"]
+    reason: str = ""
+
+
+class ReviewResult(Message, frozen=True):
+    """LLM task review against the rubric."""
+
+    env_id: str
+    ok: bool
+    enforced: bool
+    """Whether a failed review rejects the candidate (a setting)."""
+    criteria: tuple[CriterionVerdict, ...] = ()
+    model: str = ""
+    error: str = ""
+    """Set when the model's output could not be parsed after retries."""
+
+
+class GateResult(Message, frozen=True):
+    """Any pluggable domain gate (reset check, GPU-kernel timing, ...)."""
+
+    env_id: str
+    gate: str
+    ok: bool
+    reason: str
+    detail: str = ""
+
+
+class CalibrationResult(Message, frozen=True):
+    """Calibrator: solver rollouts decide admission and the proposer's reward."""
+
+    env_id: str
+    assignment_id: str
+    decision: Literal["admitted", "too_hard", "too_easy", "no_spread", "rejected"]
+    rewards: tuple[float, ...] = ()
+    mean: float = 0.0
+    std: float = 0.0
+    proposer_reward: float = 0.0
+    """0 broken, partial for valid outside the band, 1 admitted."""
+    revision: int = 0
+    resubmitted: bool = False
+    """True when the candidate went back to its proposer for revision."""
+    bundle: BlobRef | None = None
+    category: str = ""
+    verdicts: tuple[Verdict, ...] = ()
+
+
+class PoolEvent(Message, frozen=True):
+    """Pool manager: an environment entered or left the active pool."""
+
+    env_id: str
+    kind: Literal["admitted", "retired", "rescored", "duplicate"]
+    reason: str = ""
+    mean_reward: float | None = None
+    pool_size: int = 0
+
+
+class TrajectoryRef(Message, frozen=True):
+    """A scored trajectory, stored in the blob store, for the learner and planner."""
+
+    rollout_id: str
+    env_id: str
+    role: Role
+    group_id: str
+    """Attempts that share a group are centred together by the learner."""
+    reward: float
+    trajectory: BlobRef
+    policy_version: int = 0
+    n_tokens: int = 0
+    finished: bool = True
+
+
+class RolloutSummary(Message, frozen=True):
+    """One solver attempt, summarized for the planner, status and reports."""
+
+    rollout_id: str
+    env_id: str
+    role: Role
+    reward: float
+    n_turns: int = 0
+    seconds: float = 0.0
+    failure: str = ""
+    """Short failure signature: the first failing test, a timeout, an error."""
+    trajectory: BlobRef | None = None
+    policy_version: int = 0
+    purpose: Literal["calibration", "training", "pool_review", "diagnostic", "proposer_tool"] = "training"
+
+
+class PolicyVersion(Message, frozen=True):
+    """Learner: new weights that the next round samples from."""
+
+    version: int
+    checkpoint: BlobRef
+    step: int = 0
+    base_model: str = ""
+
+
+class LearnerStats(Message, frozen=True):
+    """Learner: one optimizer step's statistics."""
+
+    step: int
+    policy_version: int
+    loss: float
+    mean_reward: float
+    mask_fraction: float
+    """Fraction of tokens whose gradient the DPPO trust-region mask removed."""
+    mean_divergence: float
+    groups_used: int = 0
+    groups_dropped: int = 0
+    tokens: int = 0
+    carried_over: int = 0
+
+
+class DeadLetter(Message, frozen=True):
+    """A message that failed ``max_deliver`` times, with its last error."""
+
+    subject: str
+    stream: str
+    consumer: str
+    deliveries: int
+    error: str
+    data: bytes
+    headers: dict[str, str] = {}
+
+
+MESSAGE_TYPES: tuple[type[Message], ...] = (
+    Assignment,
+    CandidateEnv,
+    ValidationResult,
+    ContaminationResult,
+    ReviewResult,
+    GateResult,
+    CalibrationResult,
+    PoolEvent,
+    TrajectoryRef,
+    RolloutSummary,
+    PolicyVersion,
+    LearnerStats,
+    DeadLetter,
+)
+
+__all__ = [t.__name__ for t in MESSAGE_TYPES] + [
+    "BlobRef",
+    "Verdict",
+    "CriterionVerdict",
+    "Message",
+    "SchemaVersionError",
+]

@@ -1,0 +1,48 @@
+"""Subject and stream names: the only addresses services know each other by.
+
+Admission is a routing slip of stage names (see ``CandidateEnv.route``); stage
+``X`` consumes ``aes.candidate.X``. A new domain gate is one more stage name.
+"""
+
+from __future__ import annotations
+
+ASSIGNMENT = "aes.assignment"
+"""Planner and calibrator -> proposer (fresh assignments and revisions)."""
+
+CANDIDATE_PREFIX = "aes.candidate"
+
+
+def stage(name: str) -> str:
+    """Subject on which admission stage ``name`` consumes candidates."""
+    if not name or not name.replace("_", "").replace("-", "").isalnum():
+        raise ValueError(f"stage name must be alphanumeric (with - or _): {name!r}")
+    return f"{CANDIDATE_PREFIX}.{name}"
+
+
+RESULT_VALIDATION = "aes.result.validation"
+RESULT_CONTAMINATION = "aes.result.contamination"
+RESULT_REVIEW = "aes.result.review"
+RESULT_GATE = "aes.result.gate"
+RESULT_CALIBRATION = "aes.result.calibration"
+POOL_EVENT = "aes.pool.event"
+POOL_REVIEW = "aes.pool.review"
+ROLLOUT_SUMMARY = "aes.rollout.summary"
+TRAJECTORY = "aes.trajectory"
+POLICY_VERSION = "aes.policy.version"
+LEARNER_STATS = "aes.learner.stats"
+DEAD_LETTER_PREFIX = "aes.dlq"
+
+DEFAULT_ROUTE: tuple[str, ...] = ("validate", "contamination", "review", "reset", "calibrate")
+"""Admission stages in order; the last one decides."""
+
+# Streams. Work-queue streams hand each message to exactly one replica of the
+# consuming service; limits streams keep history that several readers replay.
+STREAMS: dict[str, dict] = {
+    "AES_ASSIGNMENTS": {"subjects": [ASSIGNMENT], "retention": "workqueue"},
+    "AES_CANDIDATES": {"subjects": [f"{CANDIDATE_PREFIX}.>"], "retention": "workqueue"},
+    "AES_RESULTS": {"subjects": ["aes.result.>"], "retention": "limits"},
+    "AES_POOL": {"subjects": [POOL_EVENT, POOL_REVIEW], "retention": "limits"},
+    "AES_ROLLOUTS": {"subjects": [ROLLOUT_SUMMARY, TRAJECTORY], "retention": "limits"},
+    "AES_POLICY": {"subjects": [POLICY_VERSION, LEARNER_STATS], "retention": "limits"},
+    "AES_DLQ": {"subjects": [f"{DEAD_LETTER_PREFIX}.>"], "retention": "limits"},
+}

@@ -1,0 +1,1 @@
+"""The ``aes`` command line."""

@@ -1,0 +1,1 @@
+"""The services of the pipeline, one module each."""
