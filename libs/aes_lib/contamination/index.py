@@ -1,0 +1,293 @@
+"""A compact 13-gram index of held-out instructions and the contamination check.
+
+Layout: every distinct held-out token gets an id (``vocab``); the held-out
+instructions are stored as one array of token ids (``tokens``) cut by ``offsets``.
+Each n-gram window (stride 1, never across two instructions) is keyed by a 64-bit
+hash of its ids; the keys are sorted (``hashes``) next to the window's start in
+``tokens`` (``starts``).
+
+A check maps the candidate's tokens to ids (a token the held-out set never uses
+cannot be part of a shared n-gram, so its windows are skipped), hashes every
+window with a few vectorized passes, looks the hashes up with one binary search,
+and verifies each hit token by token against the stored ids, so a hash collision
+can never produce a false report. The work is linear in the candidate's length
+(plus log of the index size per window).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+from collections.abc import Iterable, Sequence
+
+import msgspec
+import numpy as np
+
+from aes_lib.contamination.heldout import HeldoutTask
+from aes_lib.contamination.tokenize import TOKENIZER_NAME, tokens
+
+DEFAULT_N = 13
+"""Window length in tokens (the protocol's contamination rule)."""
+
+_MAGIC = b"AESNGRAM"
+_FORMAT = 1
+_HASH_NAME = "splitmix64-poly64"
+_BASE = np.uint64(0x9E3779B97F4A7C15)  # odd, so the polynomial keeps every bit of each token
+_UNKNOWN = -1
+_BATCH_TOKENS = 1 << 20  # bound on memory per vectorized pass of check_many
+
+
+class IndexFormatError(ValueError):
+    """Bytes that are not an index this code wrote (bad magic, version, tokenizer or size)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Match:
+    """One n-gram shared by a candidate and a held-out instruction."""
+
+    candidate: int
+    """Position of the candidate in the checked sequence (0 for a single check)."""
+    position: int
+    """Token offset of the n-gram in the candidate."""
+    ngram: str
+    """The shared tokens joined by single spaces."""
+    heldout_id: str
+    """The held-out task that contains it."""
+
+
+class _Header(msgspec.Struct, forbid_unknown_fields=True):
+    format: int
+    n: int
+    tokenizer: str
+    hash: str
+    n_docs: int
+    n_tokens: int
+    n_entries: int
+    vocab_bytes: int
+    ids_bytes: int
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64 finalizer: spreads small token ids over 64 bits (uint64 wraps)."""
+    x = x + np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def _window_hashes(ids: np.ndarray, n: int) -> np.ndarray:
+    """Hash of every length-``n`` window of ``ids``: sum_k mix(ids[j+k]) * BASE^(n-1-k) mod 2^64."""
+    m = len(ids) - n + 1
+    if m <= 0:
+        return np.empty(0, dtype=np.uint64)
+    mixed = _mix(ids.astype(np.uint64))
+    h = np.zeros(m, dtype=np.uint64)
+    for k in range(n):
+        h = h * _BASE + mixed[k : k + m]
+    return h
+
+
+class NgramIndex:
+    """Held-out n-grams; build with :meth:`build`, persist with :meth:`to_bytes` / :meth:`from_bytes`."""
+
+    def __init__(
+        self,
+        n: int,
+        vocab: list[str],
+        doc_ids: list[str],
+        offsets: np.ndarray,
+        token_ids: np.ndarray,
+        hashes: np.ndarray,
+        starts: np.ndarray,
+    ) -> None:
+        self.n = n
+        self.vocab = vocab
+        self.doc_ids = doc_ids
+        self.offsets = offsets
+        self.token_ids = token_ids
+        self.hashes = hashes
+        self.starts = starts
+        self._lookup = {tok: i for i, tok in enumerate(vocab)}
+
+    # -- building -----------------------------------------------------------------
+
+    @classmethod
+    def build(cls, tasks: Iterable[HeldoutTask], n: int = DEFAULT_N) -> "NgramIndex":
+        if n < 1:
+            raise ValueError(f"n must be positive, got {n}")
+        lookup: dict[str, int] = {}
+        doc_ids: list[str] = []
+        pieces: list[np.ndarray] = []
+        for task in tasks:
+            ids = [lookup.setdefault(t, len(lookup)) for t in tokens(task.instruction)]
+            doc_ids.append(task.id)
+            pieces.append(np.asarray(ids, dtype=np.uint32))
+        lengths = np.fromiter((len(p) for p in pieces), dtype=np.uint64, count=len(pieces))
+        offsets = np.concatenate([np.zeros(1, np.uint64), np.cumsum(lengths, dtype=np.uint64)])
+        total = int(offsets[-1])
+        if total >= 2**32:
+            raise ValueError(f"held-out set too large for 32-bit offsets: {total} tokens")
+        token_ids = np.concatenate(pieces) if pieces else np.empty(0, np.uint32)
+
+        all_hashes = _window_hashes(token_ids, n)
+        window_starts = np.arange(len(all_hashes), dtype=np.uint64)
+        # A window is kept only if it ends inside the instruction it starts in.
+        doc_of_start = np.searchsorted(offsets, window_starts, side="right") - 1
+        inside = window_starts + np.uint64(n) <= offsets[doc_of_start + 1]
+        order = np.argsort(all_hashes[inside], kind="stable")
+        hashes = all_hashes[inside][order]
+        starts = window_starts[inside][order].astype(np.uint32)
+        vocab = [""] * len(lookup)
+        for tok, i in lookup.items():
+            vocab[i] = tok
+        return cls(n, vocab, doc_ids, offsets, token_ids, hashes, starts)
+
+    # -- checking -----------------------------------------------------------------
+
+    def check(self, text: str) -> Match | None:
+        """The first shared n-gram of ``text`` (in reading order), or None."""
+        found = self.check_many([text], first_only=True)
+        return found[0] if found else None
+
+    def check_many(self, texts: Sequence[str], first_only: bool = True) -> list[Match]:
+        """Shared n-grams of many candidates, ordered by candidate then position.
+
+        ``first_only`` keeps at most one match per candidate (what admission needs);
+        otherwise every matching window is reported once.
+        """
+        matches: list[Match] = []
+        batch: list[list[int]] = []
+        batch_start = 0
+        size = 0
+        for i, text in enumerate(texts):
+            batch.append([self._lookup.get(t, _UNKNOWN) for t in tokens(text)])
+            size += len(batch[-1]) + 1
+            if size >= _BATCH_TOKENS:
+                matches += self._check_ids(batch, batch_start, first_only)
+                batch, batch_start, size = [], i + 1, 0
+        if batch:
+            matches += self._check_ids(batch, batch_start, first_only)
+        return matches
+
+    def _check_ids(self, batch: list[list[int]], first: int, first_only: bool) -> list[Match]:
+        n = self.n
+        # One array for the whole batch; the UNKNOWN separator keeps windows inside a candidate.
+        flat: list[int] = []
+        cand_starts = []
+        for ids in batch:
+            cand_starts.append(len(flat))
+            flat.extend(ids)
+            flat.append(_UNKNOWN)
+        ids = np.asarray(flat, dtype=np.int64)
+        if len(ids) < n or len(self.hashes) == 0:
+            return []
+        unknown = np.concatenate([[0], np.cumsum(ids == _UNKNOWN)])
+        valid = (unknown[n:] - unknown[:-n]) == 0
+        positions = np.flatnonzero(valid)
+        if len(positions) == 0:
+            return []
+        h = _window_hashes(np.where(ids == _UNKNOWN, 0, ids), n)[positions]
+        slot = np.searchsorted(self.hashes, h)
+        slot_ok = slot < len(self.hashes)
+        hit = np.zeros(len(h), dtype=bool)
+        hit[slot_ok] = self.hashes[slot[slot_ok]] == h[slot_ok]
+
+        matches: list[Match] = []
+        cand_starts_arr = np.asarray(cand_starts)
+        done: set[int] = set()
+        for k in np.flatnonzero(hit):
+            pos = int(positions[k])
+            cand = int(np.searchsorted(cand_starts_arr, pos, side="right") - 1)
+            if first_only and cand in done:
+                continue
+            window = ids[pos : pos + n]
+            doc = self._verify(window, h[k], int(slot[k]))
+            if doc is None:
+                continue  # a hash collision, not a shared n-gram
+            done.add(cand)
+            ngram = " ".join(self.vocab[int(t)] for t in window)
+            matches.append(Match(first + cand, pos - cand_starts[cand], ngram, self.doc_ids[doc]))
+        return matches
+
+    def _verify(self, window: np.ndarray, key: np.uint64, slot: int) -> int | None:
+        """Index of the held-out instruction holding exactly ``window``, scanning equal keys."""
+        n = self.n
+        while slot < len(self.hashes) and self.hashes[slot] == key:
+            start = int(self.starts[slot])
+            if np.array_equal(self.token_ids[start : start + n], window):
+                return int(np.searchsorted(self.offsets, start, side="right") - 1)
+            slot += 1
+        return None
+
+    # -- persistence ----------------------------------------------------------------
+
+    def to_bytes(self) -> bytes:
+        """Compact little-endian binary: magic, header length, JSON header, arrays, strings."""
+        vocab = "\n".join(self.vocab).encode()
+        doc_ids = "\n".join(self.doc_ids).encode()
+        header = msgspec.json.encode(
+            _Header(
+                format=_FORMAT,
+                n=self.n,
+                tokenizer=TOKENIZER_NAME,
+                hash=_HASH_NAME,
+                n_docs=len(self.doc_ids),
+                n_tokens=len(self.token_ids),
+                n_entries=len(self.hashes),
+                vocab_bytes=len(vocab),
+                ids_bytes=len(doc_ids),
+            )
+        )
+        header += b" " * (-(len(_MAGIC) + 4 + len(header)) % 8)  # 8-byte align the arrays
+        return b"".join(
+            [
+                _MAGIC,
+                struct.pack("<I", len(header)),
+                header,
+                self.offsets.astype("<u8").tobytes(),
+                self.hashes.astype("<u8").tobytes(),
+                self.token_ids.astype("<u4").tobytes(),
+                self.starts.astype("<u4").tobytes(),
+                vocab,
+                doc_ids,
+            ]
+        )
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "NgramIndex":
+        """Inverse of :meth:`to_bytes`; arrays are views of ``data`` (no copy)."""
+        if data[: len(_MAGIC)] != _MAGIC or len(data) < len(_MAGIC) + 4:
+            raise IndexFormatError("not a contamination index (bad magic)")
+        (hlen,) = struct.unpack_from("<I", data, len(_MAGIC))
+        pos = len(_MAGIC) + 4
+        try:
+            head = msgspec.json.decode(data[pos : pos + hlen], type=_Header)
+        except (msgspec.DecodeError, msgspec.ValidationError) as e:
+            raise IndexFormatError(f"contamination index header: {e}") from e
+        if head.format != _FORMAT or head.tokenizer != TOKENIZER_NAME or head.hash != _HASH_NAME:
+            raise IndexFormatError(
+                f"contamination index format {head.format}/{head.tokenizer}/{head.hash} "
+                f"is not {_FORMAT}/{TOKENIZER_NAME}/{_HASH_NAME}: rebuild it"
+            )
+        pos += hlen
+        expected = pos + 8 * (head.n_docs + 1) + 8 * head.n_entries + 4 * head.n_tokens
+        expected += 4 * head.n_entries + head.vocab_bytes + head.ids_bytes
+        if len(data) != expected:
+            raise IndexFormatError(f"contamination index is {len(data)} bytes, header says {expected}")
+
+        def take(dtype: str, count: int) -> np.ndarray:
+            nonlocal pos
+            arr = np.frombuffer(data, dtype=dtype, count=count, offset=pos)
+            pos += arr.nbytes
+            return arr
+
+        offsets = take("<u8", head.n_docs + 1)
+        hashes = take("<u8", head.n_entries)
+        token_ids = take("<u4", head.n_tokens)
+        starts = take("<u4", head.n_entries)
+        vocab_raw = data[pos : pos + head.vocab_bytes].decode()
+        pos += head.vocab_bytes
+        ids_raw = data[pos : pos + head.ids_bytes].decode()
+        vocab = vocab_raw.split("\n") if head.vocab_bytes else []
+        doc_ids = ids_raw.split("\n") if head.n_docs else []
+        return cls(head.n, vocab, doc_ids, offsets, token_ids, hashes, starts)

@@ -1,0 +1,29 @@
+"""The one tokenization that contamination checks use, on both sides of the comparison.
+
+``tokens(text)``:
+
+1. Unicode NFKC normalization (so full-width letters, ligatures and compatibility
+   forms compare equal to their plain spelling);
+2. ``str.casefold()`` (aggressive lower-casing: ``"Straße"`` -> ``"strasse"``);
+3. the word tokens are the maximal runs matched by Python's Unicode-aware regex
+   ``\\w+``: letters, digits and the underscore of any script. Everything else
+   (punctuation, whitespace, symbols, markdown) only separates tokens and is dropped.
+
+So ``"Write `/app/out.txt`, then RUN it!"`` -> ``write app out txt then run it``.
+The n-gram text reported for a match is its tokens joined by single spaces.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+TOKENIZER_NAME = "nfkc-casefold-regex-w+"
+"""Recorded in every index so that an index built another way is refused."""
+
+_WORD = re.compile(r"\w+")
+
+
+def tokens(text: str) -> list[str]:
+    """Word tokens of ``text`` as documented in the module docstring."""
+    return _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
