@@ -1,0 +1,244 @@
+"""Async client for OpenAI-compatible chat endpoints that keeps what RL needs.
+
+Per turn it records the completion's token ids and the sampler's log-probs (from
+``logprobs.content[*]``), the prompt's token ids where the server can tell them,
+token counts and cost. Verified against xllamacpp (llama.cpp server): completion
+ids are in ``logprobs.content[*].id``; prompt ids come from ``POST /apply-template``
+then ``POST /tokenize``. vLLM (not verifiable here, no vLLM server on these
+machines): with ``return_tokens_as_token_ids`` each token reads ``token_id:N``,
+which is parsed; its prompt ids are read from a ``prompt_token_ids`` field when
+the response has one. A server that returns neither leaves the lists empty.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import msgspec
+
+from aes_lib.models.prices import PriceTable
+
+
+class ModelError(RuntimeError):
+    """Base of the model client's errors."""
+
+
+class ModelUnavailableError(ModelError):
+    """The endpoint kept failing (connection, timeout, 429, 5xx) after every retry."""
+
+
+class ModelRequestError(ModelError):
+    """The endpoint refused the request (a 4xx other than 429); retrying will not help."""
+
+
+class ModelResponseError(ModelError):
+    """The endpoint answered 200 with a body that is not a chat completion."""
+
+
+class ChatTurn(msgspec.Struct, kw_only=True):
+    """One model call and everything the learner needs from it."""
+
+    text: str
+    prompt_token_ids: list[int] = []
+    """Ids of the chat-templated prompt; empty when the server cannot say."""
+    completion_token_ids: list[int] = []
+    completion_logprobs: list[float] = []
+    """Sampler log-prob of each completion token (same length as the ids)."""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    finish_reason: str = ""
+    model: str = ""
+    seconds: float = 0.0
+
+
+@dataclass
+class Usage:
+    """Running totals over every call of one client."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+    def add(self, turn: ChatTurn) -> None:
+        self.calls += 1
+        self.prompt_tokens += turn.prompt_tokens
+        self.completion_tokens += turn.completion_tokens
+        self.cost_usd += turn.cost_usd
+
+
+@dataclass
+class RetryPolicy:
+    """How transient failures are retried."""
+
+    attempts: int = 4
+    """Total tries per call (1 = no retry)."""
+    backoff_s: float = 0.5
+    """First wait; doubles each retry, with +-25% jitter."""
+    max_backoff_s: float = 8.0
+    """Ceiling of one wait."""
+
+
+_RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+
+
+@dataclass
+class ChatClient:
+    """``await client.chat(messages) -> ChatTurn`` against ``base_url`` (ending in ``/v1``)."""
+
+    base_url: str
+    model: str
+    api_key: str = ""
+    """Bearer token for hosted endpoints; empty sends none."""
+    timeout_s: float = 300.0
+    """Per-request timeout (a tiny CPU model can take a while on a long prompt)."""
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    prices: PriceTable = field(default_factory=PriceTable.load)
+    want_prompt_ids: bool = True
+    """Ask the server for the prompt's token ids (llama.cpp's tokenizer endpoints)."""
+    usage: Usage = field(default_factory=Usage)
+    _http: httpx.AsyncClient | None = field(default=None, init=False, repr=False)
+    _template_endpoints: bool | None = field(default=None, init=False, repr=False)
+    """Whether the server has llama.cpp's /apply-template and /tokenize (None: not yet known)."""
+
+    def __post_init__(self) -> None:
+        self.base_url = self.base_url.rstrip("/")
+        self.prices[self.model]  # fail at construction, not after an expensive call
+
+    @property
+    def _root(self) -> str:
+        return self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
+
+    def _client(self) -> httpx.AsyncClient:
+        if self._http is None:
+            headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+            self._http = httpx.AsyncClient(timeout=self.timeout_s, headers=headers)
+        return self._http
+
+    async def aclose(self) -> None:
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
+
+    async def __aenter__(self) -> "ChatClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def _post(self, url: str, body: dict[str, Any]) -> dict[str, Any]:
+        delay = self.retry.backoff_s
+        last = ""
+        for attempt in range(self.retry.attempts):
+            if attempt:
+                await asyncio.sleep(min(delay, self.retry.max_backoff_s) * random.uniform(0.75, 1.25))
+                delay *= 2
+            try:
+                r = await self._client().post(url, json=body)
+            except httpx.TransportError as e:  # connect errors and timeouts
+                last = f"{type(e).__name__}: {e}"
+                continue
+            if r.status_code in _RETRY_STATUS:
+                last = f"HTTP {r.status_code}: {r.text[:300]}"
+                continue
+            if r.status_code >= 400:
+                raise ModelRequestError(f"POST {url} -> HTTP {r.status_code}: {r.text[:500]}")
+            try:
+                data = r.json()
+            except ValueError:
+                raise ModelResponseError(f"POST {url}: body is not JSON: {r.text[:300]!r}") from None
+            if not isinstance(data, dict):
+                raise ModelResponseError(f"POST {url}: expected a JSON object, got {type(data).__name__}")
+            return data
+        raise ModelUnavailableError(f"POST {url} failed {self.retry.attempts} times; last: {last}")
+
+    async def _prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
+        """llama.cpp: render the chat template, then tokenize with special tokens parsed."""
+        if not self.want_prompt_ids or self._template_endpoints is False:
+            return []
+        try:
+            tmpl = await self._post(f"{self._root}/apply-template", {"messages": messages})
+            tok = await self._post(
+                f"{self._root}/tokenize",
+                {"content": tmpl["prompt"], "add_special": False, "parse_special": True},
+            )
+            self._template_endpoints = True
+            return [int(t) for t in tok["tokens"]]
+        except (ModelRequestError, ModelResponseError, KeyError, TypeError):
+            if self._template_endpoints:  # worked before: a real error
+                raise
+            self._template_endpoints = False  # not a llama.cpp server
+            return []
+
+    async def chat(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        max_tokens: int = 512,
+        temperature: float = 1.0,
+        stop: list[str] | None = None,
+        seed: int | None = None,
+    ) -> ChatTurn:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+            "logprobs": True,
+            "top_logprobs": 1,  # llama.cpp omits logprobs entirely with 0
+            "return_tokens_as_token_ids": True,  # vLLM; ignored elsewhere
+        }
+        if stop:
+            body["stop"] = stop
+        if seed is not None:
+            body["seed"] = seed
+        t0 = time.monotonic()
+        data = await self._post(f"{self.base_url}/chat/completions", body)
+        try:
+            choice = data["choices"][0]
+            text = choice["message"]["content"] or ""
+        except (KeyError, IndexError, TypeError):
+            raise ModelResponseError(f"not a chat completion: {str(data)[:300]}") from None
+        ids, logprobs = _completion_tokens(choice.get("logprobs"))
+        prompt_ids = data.get("prompt_token_ids") or choice.get("prompt_token_ids") or await self._prompt_ids(messages)
+        usage = data.get("usage") or {}
+        n_prompt = int(usage.get("prompt_tokens") or len(prompt_ids))
+        n_completion = int(usage.get("completion_tokens") or len(ids))
+        turn = ChatTurn(
+            text=text,
+            prompt_token_ids=list(prompt_ids),
+            completion_token_ids=ids,
+            completion_logprobs=logprobs,
+            prompt_tokens=n_prompt,
+            completion_tokens=n_completion,
+            cost_usd=self.prices.cost(self.model, n_prompt, n_completion),
+            finish_reason=str(choice.get("finish_reason") or ""),
+            model=self.model,
+            seconds=time.monotonic() - t0,
+        )
+        self.usage.add(turn)
+        return turn
+
+
+def _completion_tokens(logprobs: Any) -> tuple[list[int], list[float]]:
+    """Token ids and log-probs from an OpenAI ``logprobs`` object (llama.cpp or vLLM)."""
+    if not isinstance(logprobs, dict) or not isinstance(logprobs.get("content"), list):
+        return [], []
+    ids: list[int] = []
+    lps: list[float] = []
+    for entry in logprobs["content"]:
+        tid = entry.get("id")
+        if tid is None:
+            tok = str(entry.get("token", ""))
+            if not tok.startswith("token_id:"):
+                return [], []  # ids unknown: keep neither rather than misaligned lists
+            tid = tok[len("token_id:") :]
+        ids.append(int(tid))
+        lps.append(float(entry["logprob"]))
+    return ids, lps

@@ -1,0 +1,100 @@
+"""ChatClient against the real local model and against the replay server."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+from replay_server import ReplayServer
+
+from aes_lib.models import (
+    ChatClient,
+    ModelRequestError,
+    ModelUnavailableError,
+    Price,
+    PriceTable,
+    RetryPolicy,
+    UnknownModelPriceError,
+)
+
+MESSAGES = [
+    {"role": "system", "content": "You are a shell assistant."},
+    {"role": "user", "content": "How do I list files? Answer with one command."},
+]
+
+
+@pytest.mark.model
+async def test_local_model_returns_token_ids_and_logprobs(local_model_url):
+    async with ChatClient(local_model_url, "smollm2-135m") as client:
+        turn = await client.chat(MESSAGES, max_tokens=24, temperature=0.8, seed=1)
+    assert turn.completion_tokens == len(turn.completion_token_ids) == len(turn.completion_logprobs) > 0
+    assert all(lp <= 0.0 for lp in turn.completion_logprobs)
+    assert turn.prompt_tokens == len(turn.prompt_token_ids) > 0
+    assert turn.cost_usd == 0.0
+    root = local_model_url.removesuffix("/v1")
+    async with httpx.AsyncClient() as http:
+        # The recorded ids are the text the model produced and the prompt it saw.
+        detok = (await http.post(f"{root}/detokenize", json={"tokens": turn.completion_token_ids})).json()
+        assert detok["content"] == turn.text
+        prompt = (await http.post(f"{root}/detokenize", json={"tokens": turn.prompt_token_ids})).json()["content"]
+    assert MESSAGES[1]["content"] in prompt and "<|im_start|>assistant" in prompt
+    assert client.usage.calls == 1 and client.usage.completion_tokens == turn.completion_tokens
+
+
+async def test_retries_transient_failures_then_succeeds():
+    with ReplayServer(["ls -la"], fail_first=2) as srv:
+        client = ChatClient(srv.url, "replay", retry=RetryPolicy(attempts=3, backoff_s=0.01))
+        turn = await client.chat(MESSAGES)
+        await client.aclose()
+    assert turn.text == "ls -la"
+    assert len(srv.requests) == 3
+    assert srv.requests[-1]["logprobs"] is True and srv.requests[-1]["model"] == "replay"
+
+
+async def test_gives_up_after_attempts():
+    with ReplayServer(["never"], fail_first=10) as srv:
+        client = ChatClient(srv.url, "replay", retry=RetryPolicy(attempts=2, backoff_s=0.01))
+        with pytest.raises(ModelUnavailableError, match="failed 2 times.*503"):
+            await client.chat(MESSAGES)
+        await client.aclose()
+    assert len(srv.requests) == 2
+
+
+async def test_client_error_is_not_retried():
+    with ReplayServer(["x"], fail_first=5, fail_status=400) as srv:
+        client = ChatClient(srv.url, "replay", retry=RetryPolicy(attempts=4, backoff_s=0.01))
+        with pytest.raises(ModelRequestError, match="HTTP 400"):
+            await client.chat(MESSAGES)
+        await client.aclose()
+    assert len(srv.requests) == 1
+
+
+async def test_unreachable_endpoint():
+    client = ChatClient("http://127.0.0.1:9/v1", "replay", retry=RetryPolicy(attempts=2, backoff_s=0.01))
+    with pytest.raises(ModelUnavailableError, match="ConnectError"):
+        await client.chat(MESSAGES)
+
+
+def test_cost_from_price_table(tmp_path):
+    table = PriceTable.load(None).with_prices({"hosted-x": Price(1.0, 4.0)})
+    assert table.cost("hosted-x", 2_000_000, 500_000) == pytest.approx(4.0)
+    with pytest.raises(UnknownModelPriceError, match="no price for model 'mystery'"):
+        ChatClient("http://127.0.0.1:9/v1", "mystery", prices=table)
+    f = tmp_path / "prices.json"
+    f.write_text(json.dumps({"hosted-y": [0.5, 1.5]}))
+    assert PriceTable.load(f)["hosted-y"] == Price(0.5, 1.5)
+    f.write_text(json.dumps({"hosted-y": "cheap"}))
+    with pytest.raises(ValueError, match="must be \\[usd_in_per_m"):
+        PriceTable.load(f)
+
+
+async def test_cost_per_call_uses_reported_usage():
+    with ReplayServer(["a" * 400]) as srv:
+        prices = PriceTable.load(None).with_prices({"replay": Price(10.0, 20.0)})
+        client = ChatClient(srv.url, "replay", prices=prices)
+        turn = await client.chat([{"role": "user", "content": "b" * 4000}])
+        await client.aclose()
+    assert (turn.prompt_tokens, turn.completion_tokens) == (1000, 100)
+    assert turn.cost_usd == pytest.approx((1000 * 10 + 100 * 20) / 1e6)
+    assert turn.completion_token_ids == [] and turn.prompt_token_ids == []

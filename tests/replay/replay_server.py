@@ -1,0 +1,93 @@
+"""A replay server: an OpenAI-compatible HTTP endpoint that answers each
+``/v1/chat/completions`` request with the next reply of a fixed, recorded
+conversation. It stands in for a model so the harness path around it is tested
+with exact, known model output; everything the replies cause (commands in
+containers, builds, checks, submits) runs for real.
+
+A recording is JSON: ``{"model": "replay", "replies": ["...", ...]}``.
+``fail_first`` makes the first N requests answer ``fail_status`` (retry tests).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+
+class ReplayExhaustedError(AssertionError):
+    """The harness asked for more turns than the recording holds."""
+
+
+@dataclass
+class ReplayServer:
+    replies: list[str]
+    model: str = "replay"
+    fail_first: int = 0
+    fail_status: int = 503
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def from_file(cls, path: Path, **kw: Any) -> "ReplayServer":
+        rec = json.loads(path.read_text())
+        return cls(replies=list(rec["replies"]), model=rec.get("model", "replay"), **kw)
+
+    def _answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        with self._lock:
+            self.requests.append(body)
+            n = len(self.requests)
+            if n <= self.fail_first:
+                return self.fail_status, {"error": {"message": "replay: injected failure"}}
+            i = n - self.fail_first - 1
+            if i >= len(self.replies):
+                self.errors.append(f"request {n}: recording has only {len(self.replies)} replies")
+                return 400, {"error": {"message": "replay exhausted"}}
+            text = self.replies[i]
+        prompt_chars = sum(len(m.get("content", "")) for m in body.get("messages", []))
+        return 200, {
+            "id": f"replay-{i}",
+            "object": "chat.completion",
+            "model": self.model,
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": text}}],
+            # Token counts approximated as chars/4: a replay has no tokenizer.
+            "usage": {"prompt_tokens": prompt_chars // 4, "completion_tokens": len(text) // 4},
+        }
+
+    def __enter__(self) -> "ReplayServer":
+        replay = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                raw = self.rfile.read(int(self.headers.get("content-length", 0)))
+                if self.path.rstrip("/") != "/v1/chat/completions":
+                    status, out = 404, {"error": {"message": f"no route {self.path}"}}
+                else:
+                    status, out = replay._answer(json.loads(raw))
+                data = json.dumps(out).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    def __exit__(self, *exc: object) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
