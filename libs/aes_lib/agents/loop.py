@@ -1,0 +1,142 @@
+"""The terminal agent loop shared by the solver and the proposer.
+
+The model sees a system prompt and the task, replies with one shell command in a
+fenced block (or the done marker); the command runs in a container through
+``Shell.exec``; its (truncated) output is the next user message. The loop ends
+at the done marker, the turn limit, the time limit, or a model failure. Junk
+replies get a format-error message back and count against the turn budget.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from aes_lib.agents.parse import parse_action, truncate
+from aes_lib.agents.trajectory import Trajectory, Turn
+from aes_lib.models import ChatClient, ModelError
+
+
+class ExecLike(Protocol):
+    exit_code: int
+    output: str
+    timed_out: bool
+
+
+class Shell(Protocol):
+    """What the loop needs from a sandbox."""
+
+    async def exec(self, cmd: str, timeout: float = ..., user: str | None = ...) -> ExecLike: ...
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """Outcome of a harness-side tool the model invoked."""
+
+    exit_code: int
+    output: str
+    submitted: bool = False
+    """Ends the episode (the proposer's ``aes-tool submit``)."""
+
+
+ToolHandler = Callable[[str], Awaitable[ToolResult | None]]
+"""Given a command, runs it outside the container and returns a result, or None if it is no tool."""
+
+
+@dataclass(frozen=True)
+class LoopLimits:
+    """Budgets of one episode."""
+
+    max_turns: int = 20
+    """Model calls, format errors included."""
+    time_limit_s: float = 600.0
+    """Wall-clock budget of the whole loop; checked before each model call."""
+    command_timeout_s: float = 60.0
+    """Per command run in the container."""
+    max_output_chars: int = 2000
+    """Output returned to the model per command (head and tail kept)."""
+    max_tokens: int = 384
+    """Completion tokens per model call."""
+    temperature: float = 0.7
+    history_turns: int = 8
+    """Past exchanges re-sent to the model (the task itself always is); keeps a small
+    model's context bounded while the trajectory records everything."""
+
+
+def _observation(exit_code: int, output: str, timed_out: bool, limit: int) -> str:
+    status = "timed out" if timed_out else f"exit code {exit_code}"
+    return f"[{status}]\n{truncate(output, limit)}"
+
+
+async def run_loop(
+    client: ChatClient,
+    shell: Shell,
+    traj: Trajectory,
+    limits: LoopLimits,
+    tools: ToolHandler | None = None,
+) -> Trajectory:
+    """Drive the conversation in ``traj.messages`` (system + task already there) to an end."""
+    head = list(traj.messages)
+    exchanges: list[list[dict[str, str]]] = []
+    start = time.monotonic()
+    traj.started_at = traj.started_at or time.time()
+    traj.stop_reason = "turn_limit"
+    for index in range(limits.max_turns):
+        if time.monotonic() - start > limits.time_limit_s:
+            traj.stop_reason = "time_limit"
+            break
+        window = [m for ex in exchanges[-limits.history_turns :] for m in ex]
+        try:
+            chat = await client.chat(head + window, max_tokens=limits.max_tokens, temperature=limits.temperature)
+        except ModelError as e:
+            traj.stop_reason, traj.error = "model_error", str(e)
+            break
+        turn = Turn(
+            index=index,
+            reply=chat.text,
+            prompt_token_ids=chat.prompt_token_ids,
+            completion_token_ids=chat.completion_token_ids,
+            completion_logprobs=chat.completion_logprobs,
+            prompt_tokens=chat.prompt_tokens,
+            completion_tokens=chat.completion_tokens,
+            model_seconds=chat.seconds,
+        )
+        traj.turns.append(turn)
+        traj.prompt_tokens += chat.prompt_tokens
+        traj.completion_tokens += chat.completion_tokens
+        traj.cost_usd += chat.cost_usd
+        assistant = {"role": "assistant", "content": chat.text}
+        traj.messages.append(assistant)
+
+        action = parse_action(chat.text)
+        if action.done:
+            traj.stop_reason = "done"
+            break
+        submitted = False
+        if action.error:
+            turn.format_error = True
+            traj.format_errors += 1
+            observation = action.error
+        else:
+            turn.command = action.command
+            t0 = time.monotonic()
+            tool = await tools(action.command) if tools else None
+            if tool is not None:
+                turn.tool, turn.exit_code, submitted = True, tool.exit_code, tool.submitted
+                observation = _observation(tool.exit_code, tool.output, False, limits.max_output_chars)
+            else:
+                r = await shell.exec(action.command, timeout=limits.command_timeout_s)
+                turn.exit_code, turn.timed_out = r.exit_code, r.timed_out
+                observation = _observation(r.exit_code, r.output, r.timed_out, limits.max_output_chars)
+            turn.exec_seconds = time.monotonic() - t0
+        turn.output = observation
+        user = {"role": "user", "content": observation}
+        traj.messages.append(user)
+        exchanges.append([assistant, user])
+        if submitted:
+            traj.stop_reason = "submitted"
+            break
+    traj.agent_seconds = time.monotonic() - start
+    return traj

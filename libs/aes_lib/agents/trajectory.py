@@ -1,0 +1,68 @@
+"""The record of one agent episode, stored as JSON in the blob store."""
+
+from __future__ import annotations
+
+import msgspec
+
+from aes_proto.messages import BlobRef
+
+
+class Turn(msgspec.Struct, kw_only=True):
+    """One model call and the action it caused."""
+
+    index: int
+    reply: str
+    command: str = ""
+    output: str = ""
+    """Output sent back to the model (truncated), or the format-error message."""
+    exit_code: int | None = None
+    timed_out: bool = False
+    format_error: bool = False
+    tool: bool = False
+    """The command was a harness tool (``aes-tool ...``) run outside the container."""
+    prompt_token_ids: list[int] = []
+    completion_token_ids: list[int] = []
+    completion_logprobs: list[float] = []
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    model_seconds: float = 0.0
+    exec_seconds: float = 0.0
+
+
+class Trajectory(msgspec.Struct, kw_only=True):
+    """Everything the learner, planner and reports need about one episode."""
+
+    rollout_id: str
+    role: str
+    """``solver`` or ``proposer``."""
+    env_id: str = ""
+    model: str = ""
+    instruction: str = ""
+    messages: list[dict[str, str]] = []
+    """The full conversation (system, user, assistant, observations)."""
+    turns: list[Turn] = []
+    stop_reason: str = ""
+    """``done`` | ``turn_limit`` | ``time_limit`` | ``model_error`` | ``submitted``."""
+    reward: float = 0.0
+    verifier_output: str = ""
+    format_errors: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    started_at: float = 0.0
+    agent_seconds: float = 0.0
+    verifier_seconds: float = 0.0
+    error: str = ""
+
+    @property
+    def n_tokens(self) -> int:
+        return sum(len(t.completion_token_ids) for t in self.turns)
+
+
+def store_trajectory(store, traj: Trajectory) -> BlobRef:
+    """JSON under ``trajectories/<role>/<rollout_id>.json``."""
+    return store.put_bytes(f"trajectories/{traj.role}/{traj.rollout_id}.json", msgspec.json.encode(traj))
+
+
+def load_trajectory(store, ref: BlobRef) -> Trajectory:
+    return msgspec.json.decode(store.get_bytes(ref), type=Trajectory)
