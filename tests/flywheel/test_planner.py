@@ -1,0 +1,79 @@
+"""Planner logic: stats folding, parent choice across categories, directions, stable ids."""
+
+from aes_proto.messages import BlobRef, RolloutSummary
+
+from aes_lib.flywheel.failures import failure_signature
+from aes_lib.flywheel.planner import WINDOW, EnvStats, choose, parents, plan_round, record
+from aes_lib.flywheel.pool import PoolEntry
+
+
+def _entry(env_id, category="text", mean=None):
+    return PoolEntry(env_id=env_id, bundle=BlobRef(key=f"b/{env_id}", sha256="x", size=1), category=category, mean_reward=mean)
+
+
+def _summary(env_id, rid, reward, failure=""):
+    return RolloutSummary(idempotency_key=rid, episode_id="ep", rollout_id=rid, env_id=env_id,
+                          role="solver", reward=reward, failure=failure)
+
+
+def test_record_folds_rewards_and_failures_once_per_rollout():
+    st = None
+    for i, (r, f) in enumerate([(0.0, "test_a: x"), (0.5, "test_a: x"), (1.0, ""), (0.0, "timeout")]):
+        st = record(st, _summary("e1", f"r{i}", r, f))
+    st = record(st, _summary("e1", "r1", 0.5, "test_a: x"))  # redelivered
+    assert st.rewards == (0.0, 0.5, 1.0, 0.0)
+    assert st.pass_rate == 0.375
+    assert st.common_failure == "test_a: x"
+
+
+def test_record_keeps_a_window():
+    st = None
+    for i in range(WINDOW + 5):
+        st = record(st, _summary("e1", f"r{i}", 1.0 if i >= 5 else 0.0))
+    assert len(st.rewards) == WINDOW and st.pass_rate == 1.0
+
+
+def test_direction_follows_the_pass_rate():
+    stats = {"hard": EnvStats(env_id="hard", rewards=(0.0, 0.0, 0.5)),
+             "easy": EnvStats(env_id="easy", rewards=(1.0, 1.0, 0.5))}
+    out = plan_round([_entry("hard"), _entry("easy")], [], stats, fresh=2, round_=1)
+    by_parent = {a.parent_env_id: a for a in out}
+    assert by_parent["hard"].direction == "easier" and by_parent["easy"].direction == "harder"
+    assert by_parent["hard"].pass_rate == 1 / 6
+
+
+def test_entry_mean_is_used_without_rollouts_and_unknown_is_new():
+    ps = parents([_entry("a", mean=0.9), _entry("b")], {})
+    out = plan_round([e.entry for e in ps], [], {}, fresh=2, round_=0)
+    assert {a.parent_env_id: a.direction for a in out} == {"a": "harder", "b": "new"}
+
+
+def test_categories_with_fewest_environments_come_first():
+    active = [_entry(f"t{i}", "text") for i in range(4)] + [_entry("g0", "git"), _entry("s0", "sql")]
+    chosen = choose(parents(active, {}), count=4)
+    cats = [p.entry.category for p in chosen]
+    # git and sql have 1 each, text 4: the first three go to git, sql, then git/sql again.
+    assert cats.count("text") == 0 and sorted(cats) == ["git", "git", "sql", "sql"]
+
+
+def test_replacements_come_from_retired_parents_with_stable_ids():
+    retired = [_entry("r" * 64, "text")]
+    stats = {"r" * 64: EnvStats(env_id="r" * 64, rewards=(1.0, 1.0, 1.0, 1.0))}
+    first = plan_round([_entry("a")], retired, stats, fresh=1, round_=3)
+    again = plan_round([_entry("a")], retired, stats, fresh=1, round_=3)
+    assert [a.idempotency_key for a in first] == [a.idempotency_key for a in again]
+    assert first[0].assignment_id == "r3-replace-" + "r" * 16 and first[0].direction == "harder"
+    assert first[1].assignment_id == "r3-000" and all(a.round == 3 for a in first)
+
+
+def test_empty_pool_plans_nothing():
+    assert plan_round([], [], {}, fresh=5, round_=0) == []
+
+
+def test_failure_signature():
+    out = "....F\nFAILED tests/test_outputs.py::test_total - assert 3 == 4\n1 failed, 4 passed"
+    assert failure_signature(out, 0.8) == "test_total: assert 3 == 4"
+    assert failure_signature("E   FileNotFoundError: /app/out.csv\n", 0.0) == "FileNotFoundError: /app/out.csv"
+    assert failure_signature("", 0.0) == "tests failed"
+    assert failure_signature("whatever", 0.0, timed_out=True) == "timeout"
+    assert failure_signature("FAILED x::y", 1.0) == ""
