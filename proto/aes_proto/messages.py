@@ -267,6 +267,29 @@ class DeadLetter(Message, frozen=True):
     headers: dict[str, str] = {}
 
 
+class PoolReview(Message, frozen=True):
+    """On ``aes.pool.review``: review the pool, then plan the round's assignments.
+
+    Two steps on one subject: a ``review`` request (from the policy watcher every
+    ``review_every`` solver updates, ``aes run`` or ``aes pool review``) makes the pool
+    reviewer rerun the solver on the pool and retire tasks outside the band; it then
+    publishes the ``plan`` step, on which the planner publishes replacements for the
+    retired tasks and ``fresh`` new assignments.
+    """
+
+    round: int = 0
+    """Flywheel round; the planner derives its assignments' idempotent ids from it."""
+    step: Literal["review", "plan"] = "review"
+    rerun: bool = True
+    """Whether the review reruns the current solver on the pool (False: plan only)."""
+    policy_version: int = 0
+    """Solver version that triggered the review (0 when manual)."""
+    fresh: int = 0
+    """New assignments to plan besides one replacement per retired task."""
+    retired: tuple[str, ...] = ()
+    """Env ids the review retired (set on the ``plan`` step)."""
+
+
 MESSAGE_TYPES: tuple[type[Message], ...] = (
     Assignment,
     CandidateEnv,
@@ -276,6 +299,7 @@ MESSAGE_TYPES: tuple[type[Message], ...] = (
     GateResult,
     CalibrationResult,
     PoolEvent,
+    PoolReview,
     TrajectoryRef,
     RolloutSummary,
     PolicyVersion,
