@@ -1,0 +1,37 @@
+"""Driving the calibration rule: run rollouts until it decides, then the diagnostic.
+
+``rollout(i, hints)`` runs solver attempt ``i`` (``hints`` set for the diagnostic
+attempt) and must be idempotent per ``i`` so a redelivered candidate resumes
+instead of paying for its rollouts twice (the calibrator caches them in KV).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable
+
+from aes_lib.flywheel.calibration import CalibrationRule, Decision
+from aes_lib.flywheel.revision import RolloutEvidence
+
+DIAGNOSTIC = -1
+"""Rollout index of the diagnostic attempt."""
+
+Rollout = Callable[[int, str | None], Awaitable[RolloutEvidence]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Calibration:
+    decision: Decision
+    rollouts: tuple[RolloutEvidence, ...]
+    diagnostic: RolloutEvidence | None
+
+
+async def calibrate(rule: CalibrationRule, revision: int, rollout: Rollout, hints: Callable[[], str]) -> Calibration:
+    """Run ``rule.initial_rollouts`` attempts, more if the rule asks, decide, and run one
+    diagnostic attempt with ``hints()`` (the reference solution) when the decision wants it."""
+    done: list[RolloutEvidence] = []
+    while len(done) < rule.rollouts_needed([r.reward for r in done]):
+        done.append(await rollout(len(done), None))
+    decision = rule.decide([r.reward for r in done], revision)
+    diagnostic = await rollout(DIAGNOSTIC, hints()) if decision.diagnostic else None
+    return Calibration(decision, tuple(done), diagnostic)

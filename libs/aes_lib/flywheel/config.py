@@ -1,0 +1,45 @@
+"""Flywheel settings, from ``AES_*`` environment variables like ``aes_lib.config.Settings``."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from aes_lib.flywheel.calibration import CalibrationRule
+
+
+@dataclasses.dataclass(frozen=True)
+class FlywheelConfig:
+    """Pool size, review cadence and round shape. Field ``x`` reads ``AES_X``."""
+
+    pool_capacity: int = 256
+    """Active environments kept in the pool (``AES_POOL_CAPACITY``)."""
+    review_every: int = 16
+    """Solver updates (PolicyVersion messages) between pool reviews (``AES_REVIEW_EVERY``)."""
+    assignments_per_round: int = 4
+    """Fresh assignments the planner publishes per round, besides replacements (``AES_ASSIGNMENTS_PER_ROUND``)."""
+    solver_max_turns: int = 8
+    """Turns one solver rollout may take (``AES_SOLVER_MAX_TURNS``)."""
+    band_low: float = 0.25
+    """Lower edge of the calibration band (``AES_BAND_LOW``)."""
+    band_high: float = 0.75
+    """Upper edge of the calibration band (``AES_BAND_HIGH``)."""
+    max_revisions: int = 2
+    """Revisions per assignment after a failed calibration (``AES_MAX_REVISIONS``)."""
+
+    @classmethod
+    def from_env(cls, **overrides: object) -> "FlywheelConfig":
+        values: dict[str, object] = {}
+        for f in dataclasses.fields(cls):
+            raw = os.environ.get(f"AES_{f.name.upper()}")
+            if raw is not None:
+                try:
+                    values[f.name] = int(raw) if f.type in ("int", int) else float(raw)
+                except ValueError as e:
+                    raise ValueError(f"AES_{f.name.upper()}: expected a number, got {raw!r}") from e
+        values.update(overrides)
+        return cls(**values)  # type: ignore[arg-type]
+
+    @property
+    def rule(self) -> CalibrationRule:
+        return CalibrationRule(band_low=self.band_low, band_high=self.band_high, max_revisions=self.max_revisions)

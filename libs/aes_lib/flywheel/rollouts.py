@@ -1,0 +1,55 @@
+"""Solver rollouts as the flywheel needs them: one attempt on one bundle, summarized.
+
+``RolloutRunner`` is the boundary between the flywheel and the sandbox/agents:
+the calibrator and the pool review call it, ``aes_lib.flywheel.trial_runner``
+implements it with the real solver in a Docker sandbox.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Protocol
+
+import msgspec
+from nats.js.errors import KeyNotFoundError
+
+from aes_proto.messages import BlobRef
+
+_KEY_UNSAFE = re.compile(r"[^-_A-Za-z0-9]")
+
+
+class RolloutOutcome(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """One finished solver attempt."""
+
+    reward: float
+    failure: str = ""
+    """Failure signature (``aes_lib.flywheel.failures``); empty for a full reward."""
+    n_turns: int = 0
+    seconds: float = 0.0
+    trajectory: BlobRef | None = None
+
+
+class RolloutRunner(Protocol):
+    async def run(self, bundle: BlobRef, rollout_id: str, hints: str | None = None) -> RolloutOutcome:
+        """Run the current solver once on the task in ``bundle``; ``hints`` extend the
+        instruction (the diagnostic attempt gets the reference solution)."""
+
+    async def reference_solution(self, bundle: BlobRef) -> str:
+        """The task's ``solution/solve.sh``, used as hints."""
+
+
+def kv_key(rollout_id: str) -> str:
+    """A rollout id as a KV key (KV keys allow only ``[-_=./A-Za-z0-9]``)."""
+    return "r." + _KEY_UNSAFE.sub("_", rollout_id)
+
+
+async def cached(kv, rollout_id: str, run) -> RolloutOutcome:
+    """``run()`` once per ``rollout_id``: a redelivered message reuses a finished attempt."""
+    key = kv_key(rollout_id)
+    try:
+        return msgspec.msgpack.decode((await kv.get(key)).value, type=RolloutOutcome)
+    except KeyNotFoundError:
+        pass
+    outcome = await run()
+    await kv.put(key, msgspec.msgpack.encode(outcome))
+    return outcome
