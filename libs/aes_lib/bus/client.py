@@ -1,0 +1,134 @@
+"""A connection to NATS/JetStream: publish with dedupe and trace headers, KV buckets."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, TypeVar
+
+import nats
+from nats.aio.client import Client as NATS
+from nats.js.api import ConsumerConfig, DeliverPolicy, PubAck
+from nats.js.errors import BucketNotFoundError
+from nats.js.kv import KeyValue
+
+from aes_proto.codec import decode, encode
+from aes_proto.messages import Message
+
+from aes_lib import telemetry
+from aes_lib.bus.errors import BusAuthError, BusUnavailableError
+from aes_lib.bus.streams import ensure_streams, stream_for
+
+if TYPE_CHECKING:
+    from aes_lib.blobstore import BlobStore
+    from aes_lib.config import Settings
+
+M = TypeVar("M", bound=Message)
+
+
+async def connect(settings: "Settings", name: str = "aes") -> NATS:
+    """Connect with the settings' credentials; fail fast with a specific error.
+
+    The first attempt does not retry (a wrong password must not hang for minutes);
+    once connected, the client reconnects forever, so a server restart is survived.
+    """
+    try:
+        nc = await nats.connect(
+            settings.nats_url,
+            user=settings.nats_user or None,
+            password=settings.nats_password or None,
+            name=name,
+            allow_reconnect=False,
+            connect_timeout=5,
+            error_cb=_ignore,
+        )
+    except nats.errors.Error as e:
+        if "authorization" in str(e).lower():
+            raise BusAuthError(f"NATS at {settings.nats_url} refused the credentials of user {settings.nats_user!r}: {e}") from e
+        raise BusUnavailableError(f"cannot reach NATS at {settings.nats_url}: {e}") from e
+    except OSError as e:
+        raise BusUnavailableError(f"cannot reach NATS at {settings.nats_url}: {e}") from e
+    # nats-py reads these options at reconnect time.
+    nc.options["allow_reconnect"] = True
+    nc.options["max_reconnect_attempts"] = -1
+    return nc
+
+
+async def _ignore(e: Exception) -> None:
+    """Connection errors surface as exceptions from the calls that hit them."""
+
+
+class Bus:
+    """One NATS connection with JetStream; ``async with await Bus.connect(settings) as bus``."""
+
+    def __init__(self, nc: NATS, settings: "Settings") -> None:
+        self.nc = nc
+        self.js = nc.jetstream()
+        self.settings = settings
+        self._kv: dict[str, KeyValue] = {}
+        self._blobs: "BlobStore | None" = None
+
+    @classmethod
+    async def connect(cls, settings: "Settings", name: str = "aes") -> "Bus":
+        bus = cls(await connect(settings, name), settings)
+        await ensure_streams(bus.js)
+        return bus
+
+    async def publish(self, subject: str, msg: Message) -> PubAck:
+        """Publish with ``Nats-Msg-Id = msg.idempotency_key`` (JetStream drops a repeat)
+        and the current trace context in the headers."""
+        headers = telemetry.inject({"Nats-Msg-Id": msg.idempotency_key})
+        return await self.js.publish(subject, encode(msg), headers=headers)
+
+    async def kv(self, bucket: str) -> KeyValue:
+        """A JetStream key-value bucket, created on first use."""
+        kv = self._kv.get(bucket)
+        if kv is None:
+            try:
+                kv = await self.js.key_value(bucket)
+            except BucketNotFoundError:
+                kv = await self.js.create_key_value(bucket=bucket)
+            self._kv[bucket] = kv
+        return kv
+
+    @property
+    def blobs(self) -> "BlobStore":
+        """The configured blob store, opened on first use."""
+        if self._blobs is None:
+            from aes_lib.blobstore import open_store
+
+            self._blobs = open_store(self.settings.blob_location, self.settings)
+        return self._blobs
+
+    async def history(self, subject: str, type_: type[M], timeout: float = 1.0) -> list[M]:
+        """Every message stored on ``subject`` so far, oldest first (limits streams only:
+        a work-queue stream hands its messages to the consuming service instead)."""
+        sub = await self.js.pull_subscribe(
+            subject,
+            stream=stream_for(subject),
+            config=ConsumerConfig(deliver_policy=DeliverPolicy.ALL, inactive_threshold=30.0),
+        )
+        out: list[M] = []
+        try:
+            while True:
+                try:
+                    msgs = await sub.fetch(256, timeout=timeout)
+                except nats.errors.TimeoutError:
+                    return out
+                for m in msgs:
+                    out.append(decode(m.data, type_))
+                    await m.ack()
+                if msgs[-1].metadata.num_pending == 0:
+                    return out
+        finally:
+            await sub.unsubscribe()
+
+    async def close(self) -> None:
+        """Drain: finish pending acks and publishes, then close."""
+        if not self.nc.is_closed:
+            await asyncio.shield(self.nc.drain())
+
+    async def __aenter__(self) -> "Bus":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

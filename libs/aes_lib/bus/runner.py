@@ -1,0 +1,209 @@
+"""Run one ``Service``: a durable pull consumer shared by its replicas.
+
+Per message: decode, call the handler inside a span joined to the publisher's
+trace, heartbeat ``in_progress`` while it runs, ack on success, nak with backoff
+when it raises. Once a message has failed ``max_deliver`` times, or cannot be
+decoded at all, it is published to ``aes.dlq.<service>`` as a ``DeadLetter`` and
+acked. A replica that dies mid-message stops heartbeating; after ``ack_wait``
+JetStream hands the message to another replica.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import signal
+import traceback
+from typing import TYPE_CHECKING
+
+import msgspec
+import nats
+from nats.aio.msg import Msg
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from aes_proto.codec import MessageError, decode
+from aes_proto.messages import DeadLetter
+from aes_proto.subjects import DEAD_LETTER_PREFIX
+
+from aes_lib import telemetry
+from aes_lib.bus.client import Bus
+from aes_lib.bus.streams import stream_for
+from aes_lib.service import Service
+
+if TYPE_CHECKING:
+    from aes_lib.config import Settings
+
+FETCH_WAIT = 1.0
+"""Seconds one fetch waits for work; bounds how long a stop request goes unnoticed."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Backoff:
+    """Delay before redelivering a message whose handler raised: first * 2**(n-1), capped."""
+
+    first: float = 1.0
+    """Seconds before the second delivery."""
+    cap: float = 60.0
+    """Longest delay between deliveries."""
+
+    def delay(self, deliveries: int) -> float:
+        return min(self.first * 2 ** max(deliveries - 1, 0), self.cap)
+
+
+def dead_letter_subject(service_name: str) -> str:
+    return f"{DEAD_LETTER_PREFIX}.{service_name}"
+
+
+def consumer_config(service: Service) -> ConsumerConfig:
+    # One delivery beyond max_deliver lets the runner see a message whose handler
+    # never answered (process killed, ack_wait exceeded) and dead-letter it,
+    # instead of JetStream silently giving up on it.
+    return ConsumerConfig(
+        durable_name=service.name,
+        filter_subject=service.subject,
+        ack_policy=AckPolicy.EXPLICIT,
+        deliver_policy=DeliverPolicy.ALL,
+        ack_wait=service.ack_wait,
+        max_deliver=service.max_deliver + 1,
+        max_ack_pending=max(1000, service.concurrency * 4),
+    )
+
+
+class _Runner:
+    def __init__(self, service: Service, bus: Bus, backoff: Backoff) -> None:
+        self.service = service
+        self.bus = bus
+        self.backoff = backoff
+        self.stream = stream_for(service.subject)
+        self.tracer = telemetry.tracer()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        svc = self.service
+        await self.bus.js.add_consumer(self.stream, consumer_config(svc))
+        sub = await self.bus.js.pull_subscribe_bind(durable=svc.name, stream=self.stream)
+        await svc.setup(self.bus)
+        inflight: set[asyncio.Task[None]] = set()
+        try:
+            while not stop.is_set():
+                free = svc.concurrency - len(inflight)
+                if free <= 0:
+                    await asyncio.wait(inflight, return_when=asyncio.FIRST_COMPLETED)
+                    continue
+                try:
+                    msgs = await sub.fetch(free, timeout=FETCH_WAIT)
+                except nats.errors.TimeoutError:
+                    continue
+                for m in msgs:
+                    task = asyncio.create_task(self.handle(m))
+                    inflight.add(task)
+                    task.add_done_callback(inflight.discard)
+        finally:
+            # Graceful drain: let in-flight handlers finish and ack before leaving.
+            if inflight:
+                await asyncio.gather(*inflight, return_exceptions=True)
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+
+    async def handle(self, msg: Msg) -> None:
+        svc = self.service
+        deliveries = msg.metadata.num_delivered
+        with self.tracer.start_as_current_span(
+            f"{svc.name} handle",
+            context=telemetry.extract(msg.headers),
+            kind=SpanKind.CONSUMER,
+            attributes={
+                "messaging.system": "nats",
+                "messaging.destination.name": msg.subject,
+                "messaging.consumer.group.name": svc.name,
+                "aes.deliveries": deliveries,
+            },
+        ) as span:
+            if deliveries > svc.max_deliver:
+                await self.dead_letter(
+                    msg, f"no ack after {deliveries - 1} deliveries: the handler crashed or ran past ack_wait"
+                )
+                return
+            try:
+                decoded = decode(msg.data, svc.message_type)
+            except MessageError as e:
+                span.set_status(Status(StatusCode.ERROR, str(e)))
+                await self.dead_letter(msg, str(e))  # redelivery cannot fix a malformed message
+                return
+            heartbeat = asyncio.create_task(self._heartbeat(msg))
+            try:
+                await svc.handle(decoded, self.bus)
+            except Exception as e:
+                span.record_exception(e)
+                span.set_status(Status(StatusCode.ERROR, repr(e)))
+                if deliveries >= svc.max_deliver:
+                    await self.dead_letter(msg, "".join(traceback.format_exception_only(e)).strip())
+                else:
+                    await msg.nak(delay=self.backoff.delay(deliveries))
+                return
+            finally:
+                heartbeat.cancel()
+            await msg.ack()
+
+    async def _heartbeat(self, msg: Msg) -> None:
+        while True:
+            await asyncio.sleep(self.service.ack_wait / 3)
+            await msg.in_progress()
+
+    async def dead_letter(self, msg: Msg, error: str) -> None:
+        md = msg.metadata
+        letter = DeadLetter(
+            idempotency_key=f"dlq:{self.stream}:{md.sequence.stream}",
+            episode_id=_episode_id(msg.data),
+            subject=msg.subject,
+            stream=self.stream,
+            consumer=self.service.name,
+            deliveries=md.num_delivered,
+            error=error,
+            data=msg.data,
+            headers={k: v for k, v in (msg.headers or {}).items()},
+        )
+        await self.bus.publish(dead_letter_subject(self.service.name), letter)
+        await msg.ack()  # handled, by dead-lettering
+
+
+def _episode_id(data: bytes) -> str:
+    """Best-effort episode id of a message that may not decode."""
+    try:
+        raw = msgspec.msgpack.decode(data)
+    except msgspec.DecodeError:
+        return ""
+    value = raw.get("episode_id") if isinstance(raw, dict) else None
+    return value if isinstance(value, str) else ""
+
+
+async def serve(service: Service, bus: Bus, stop: asyncio.Event, backoff: Backoff = Backoff()) -> None:
+    """Consume for ``service`` on an open bus until ``stop`` is set, then drain in-flight work."""
+    await _Runner(service, bus, backoff).run(stop)
+
+
+async def run_service(
+    service: Service,
+    settings: "Settings",
+    *,
+    stop: asyncio.Event | None = None,
+    backoff: Backoff = Backoff(),
+) -> None:
+    """Run ``service`` on its own connection until ``stop`` is set, or, when no event is
+    given, until SIGTERM/SIGINT; in-flight messages finish and are acked first."""
+    telemetry.setup(service.name, settings)
+    loop = asyncio.get_running_loop()
+    signals: list[signal.Signals] = []
+    if stop is None:
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+            signals.append(sig)
+    bus = await Bus.connect(settings, name=service.name)
+    try:
+        await serve(service, bus, stop, backoff)
+    finally:
+        await bus.close()
+        for sig in signals:
+            loop.remove_signal_handler(sig)

