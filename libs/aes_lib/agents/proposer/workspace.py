@@ -1,0 +1,118 @@
+"""The proposer's workspace: a local directory that is copied into its container.
+
+Layout (see instructions.md): assignment.md, instructions.md, templates/,
+past_environments/<env_id>/, past_trajectories/index.jsonl and
+past_trajectories/<env_id>/<solver>/<rollout_id>.json, memory/, tools/.
+Only memory/ and tools/ come back out and persist across rounds (a tar.gz under
+AES_HOME; the latest episode's copy wins); instructions and checks are always the harness's own copies.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import shutil
+import tarfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import msgspec
+
+from aes_lib.agents.history import RolloutEntry
+from aes_lib.agents.trajectory import load_trajectory
+from aes_lib.bundle import unpack
+from aes_proto.messages import Assignment, BlobRef
+
+HERE = Path(__file__).parent
+INSTRUCTIONS = HERE / "instructions.md"
+TEMPLATE = HERE / "template"
+PERSISTENT = ("memory", "tools")
+MAX_STATE_BYTES = 16 << 20
+
+_SAFE_NAME = re.compile(r"[^-_.A-Za-z0-9]")
+
+
+class StateTooLargeError(ValueError):
+    """memory/ + tools/ grew past the persisted-state limit."""
+
+
+@dataclass(frozen=True)
+class PastEnvironment:
+    env_id: str
+    bundle: BlobRef
+    rollouts: list[RolloutEntry] = field(default_factory=list)
+    """Latest solver attempts on it (``aes_lib.agents.history``)."""
+
+
+def assignment_text(a: Assignment) -> str:
+    lines = [
+        "# Assignment",
+        f"- direction: **{a.direction}**",
+        f"- category: {a.category or '(any)'}",
+        f"- parent environment: {a.parent_env_id or '(none)'}"
+        + (f" (in past_environments/{a.parent_env_id}/)" if a.parent_env_id else ""),
+    ]
+    if a.pass_rate is not None:
+        lines.append(f"- solver pass rate on the parent: {a.pass_rate:.2f}")
+    if a.common_failure:
+        lines.append(f"- solver's commonest failure: {a.common_failure}")
+    if a.revision:
+        lines.append(f"- revision {a.revision} of a rejected candidate (in past_environments/previous/)")
+    if a.feedback:
+        lines += ["", "## Feedback on the previous candidate", a.feedback]
+    return "\n".join(lines) + "\n"
+
+
+def build_workspace(root: Path, assignment: Assignment, store, past: list[PastEnvironment], state_file: Path) -> Path:
+    """Fill ``root`` (created) with everything the proposer reads; restore its memory and tools."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "assignment.md").write_text(assignment_text(assignment))
+    shutil.copy(INSTRUCTIONS, root / "instructions.md")
+    shutil.copytree(TEMPLATE, root / "templates")
+    envs = root / "past_environments"
+    trajs = root / "past_trajectories"
+    envs.mkdir()
+    trajs.mkdir()
+    index: list[dict] = []
+    for env in past:
+        unpack(store.get_bytes(env.bundle), envs / env.env_id)
+        for r in env.rollouts:
+            rel = Path(env.env_id) / _SAFE_NAME.sub("_", r.solver) / f"{r.rollout_id}.json"
+            (trajs / rel).parent.mkdir(parents=True, exist_ok=True)
+            traj = load_trajectory(store, r.trajectory)
+            (trajs / rel).write_bytes(msgspec.json.format(msgspec.json.encode(traj)))
+            index.append({"env_id": env.env_id, "solver": r.solver, "reward": r.reward,
+                          "failure": r.failure, "file": str(rel)})
+    if assignment.previous_bundle is not None:
+        unpack(store.get_bytes(assignment.previous_bundle), envs / "previous")
+    (trajs / "index.jsonl").write_text("".join(json.dumps(row) + "\n" for row in index))
+    restore_state(state_file, root)
+    return root
+
+
+def restore_state(state_file: Path, root: Path) -> None:
+    for name in PERSISTENT:
+        (root / name).mkdir(exist_ok=True)
+    if not state_file.exists():
+        return
+    with tarfile.open(state_file, mode="r:gz") as tar:
+        # The archive came out of an untrusted container: the data filter refuses
+        # absolute paths, .. and links that escape, and device files.
+        tar.extractall(root, members=[m for m in tar if m.name.split("/")[0] in PERSISTENT], filter="data")
+
+
+def save_state(state_file: Path, root: Path) -> None:
+    """Persist memory/ and tools/ from a workspace copied back out of the container."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name in PERSISTENT:
+            if (root / name).is_dir():
+                tar.add(root / name, arcname=name, filter=lambda ti: ti if ti.isfile() or ti.isdir() else None)
+    data = buf.getvalue()
+    if len(data) > MAX_STATE_BYTES:
+        raise StateTooLargeError(f"memory/ and tools/ pack to {len(data)} bytes > {MAX_STATE_BYTES}")
+    state_file.parent.mkdir(parents=True, exist_ok=True)
+    tmp = state_file.with_suffix(".tmp")
+    tmp.write_bytes(data)
+    tmp.replace(state_file)

@@ -1,0 +1,159 @@
+"""The solver: a terminal agent on a task, scored by the task's verifier.
+
+``SolverAgent`` implements the sandbox's ``Agent`` protocol, so ``run_trial`` runs
+it in the task container and then the verifier. ``rollout`` does one attempt and
+stores the trajectory; ``run_rollouts`` runs many with bounded concurrency;
+``publish_rollout`` announces one on the bus.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from aes_lib.agents import history
+from aes_lib.agents.loop import LoopLimits, run_loop
+from aes_lib.agents.parse import DONE_MARKER
+from aes_lib.agents.trajectory import Trajectory, store_trajectory
+from aes_lib.models import ChatClient
+from aes_proto import subjects
+from aes_proto.messages import BlobRef, RolloutSummary, TrajectoryRef
+
+SYSTEM_PROMPT = f"""You are an expert at the Linux command line, working inside a container to complete a task.
+Each reply must contain exactly one shell command in a fenced block, like:
+
+```bash
+ls -la
+```
+
+You will see the command's exit code and output, then send the next command.
+Commands run in bash, non-interactively: do not start editors or prompts.
+When the task is complete, reply with {DONE_MARKER}."""
+
+
+class SolverAgent:
+    """One attempt's agent; keeps its trajectory for the caller."""
+
+    def __init__(self, client: ChatClient, limits: LoopLimits, rollout_id: str, env_id: str = "") -> None:
+        self.client = client
+        self.limits = limits
+        self.trajectory = Trajectory(rollout_id=rollout_id, role="solver", env_id=env_id, model=client.model)
+
+    async def run(self, sandbox, instruction: str):
+        from aes_lib.sandbox import AgentOutcome
+
+        traj = self.trajectory
+        traj.instruction = instruction
+        traj.messages = [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": f"Task:\n{instruction.strip()}"},
+        ]
+        await run_loop(self.client, sandbox, traj, self.limits)
+        return AgentOutcome(
+            finished=traj.stop_reason == "done",
+            detail=traj.stop_reason if not traj.error else f"{traj.stop_reason}: {traj.error}",
+        )
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """A finished attempt: the trajectory and where it is stored."""
+
+    trajectory: Trajectory
+    ref: BlobRef
+
+
+async def rollout(task, client: ChatClient, images, store, limits: LoopLimits, *, env_id: str = "") -> Rollout:
+    """One attempt on ``task`` (an ``aes_lib.bundle.Task``): agent loop, verifier, stored trajectory."""
+    from aes_lib.sandbox import run_trial
+
+    agent = SolverAgent(client, limits, rollout_id=uuid.uuid4().hex, env_id=env_id)
+    started = time.monotonic()
+    trial = await run_trial(task, agent, images)
+    traj = agent.trajectory
+    traj.reward = float(trial.reward)
+    traj.verifier_output = trial.verifier_output
+    traj.verifier_seconds = max(0.0, time.monotonic() - started - traj.agent_seconds)
+    if trial.error and not traj.error:
+        traj.error = trial.error
+    ref = await asyncio.to_thread(store_trajectory, store, traj)
+    return Rollout(traj, ref)
+
+
+async def run_rollouts(
+    tasks: Sequence[tuple[object, str]],
+    client: ChatClient,
+    images,
+    store,
+    limits: LoopLimits,
+    concurrency: int = 4,
+) -> list[Rollout]:
+    """``(task, env_id)`` pairs, each attempted once, at most ``concurrency`` at a time."""
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(task, env_id: str) -> Rollout:
+        async with gate:
+            return await rollout(task, client, images, store, limits, env_id=env_id)
+
+    return list(await asyncio.gather(*(one(t, e) for t, e in tasks)))
+
+
+def failure_signature(traj: Trajectory) -> str:
+    """Short reason the attempt did not score 1.0, for the planner."""
+    if traj.reward >= 1.0:
+        return ""
+    if traj.error:
+        return traj.error.splitlines()[0][:200]
+    for line in traj.verifier_output.splitlines():
+        if line.startswith(("FAILED", "ERROR")):
+            return line[:200]
+    return traj.stop_reason
+
+
+async def publish_rollout(
+    ctx, r: Rollout, *, episode_id: str, group_id: str, purpose: str = "training", policy_version: int = 0
+) -> None:
+    """RolloutSummary for the planner and status; TrajectoryRef for the learner; the
+    environment's rollout index for the proposer's workspace."""
+    t = r.trajectory
+    failure = failure_signature(t)
+    kv = await ctx.kv(history.BUCKET)
+    await history.record(
+        kv, t.env_id, history.RolloutEntry(rollout_id=t.rollout_id, solver=t.model, reward=t.reward, trajectory=r.ref, failure=failure)
+    )
+    await ctx.publish(
+        subjects.ROLLOUT_SUMMARY,
+        RolloutSummary(
+            idempotency_key=f"{t.rollout_id}:summary",
+            episode_id=episode_id,
+            rollout_id=t.rollout_id,
+            env_id=t.env_id,
+            role="solver",
+            reward=t.reward,
+            n_turns=len(t.turns),
+            seconds=t.agent_seconds + t.verifier_seconds,
+            failure=failure,
+            trajectory=r.ref,
+            policy_version=policy_version,
+            purpose=purpose,
+        ),
+    )
+    await ctx.publish(
+        subjects.TRAJECTORY,
+        TrajectoryRef(
+            idempotency_key=f"{t.rollout_id}:trajectory",
+            episode_id=episode_id,
+            rollout_id=t.rollout_id,
+            env_id=t.env_id,
+            role="solver",
+            group_id=group_id,
+            reward=t.reward,
+            trajectory=r.ref,
+            policy_version=policy_version,
+            n_tokens=t.n_tokens,
+            finished=t.stop_reason in ("done", "turn_limit", "time_limit"),
+        ),
+    )
