@@ -2,4 +2,10 @@
 
 SERVICES: dict[str, str] = {
     "validator": "aes_services.validator:ValidatorService",
+    "calibrator": "aes_services.calibrator:CalibratorService",
+    "pool": "aes_services.pool:PoolService",
+    "pool-review": "aes_services.pool:PoolReviewService",
+    "pool-watch": "aes_services.pool:PolicyWatchService",
+    "planner-stats": "aes_services.planner:RolloutStatsService",
+    "planner": "aes_services.planner:PlannerService",
 }

@@ -145,3 +145,9 @@ def plan_round(
     for i, p in enumerate(choose(parents(active, stats), fresh, centre)):
         out.append(assignment(p, f"r{round_}-{i:03d}", round_, mode, centre))
     return out
+
+
+def round_of(assignment_id: str) -> int | None:
+    """The round encoded in a planner assignment id (``r<round>-...``); None for others."""
+    head = assignment_id.split("-", 1)[0]
+    return int(head[1:]) if head[:1] == "r" and head[1:].isdigit() else None

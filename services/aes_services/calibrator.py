@@ -1,0 +1,80 @@
+"""Calibrator: the last admission stage. Solver rollouts decide admission and the proposer's reward.
+
+Consumes ``aes.candidate.calibrate``; publishes a ``RolloutSummary`` per attempt,
+the ``CalibrationResult``, and, for a candidate outside the band with revisions
+left, an ``Assignment`` (revision + 1) that returns it to its proposer with the
+evidence. Every published key derives from the candidate, and finished rollouts
+are cached in KV, so a redelivery (after a crash) resumes and republishes
+nothing new.
+"""
+
+from __future__ import annotations
+
+from aes_proto import subjects
+from aes_proto.messages import CalibrationResult, CandidateEnv, RolloutSummary, Verdict
+
+from aes_lib.flywheel.calibrate import DIAGNOSTIC, calibrate
+from aes_lib.flywheel.config import FlywheelConfig
+from aes_lib.flywheel.revision import RolloutEvidence, feedback_text, revision_assignment
+from aes_lib.flywheel.rollouts import RolloutRunner, cached
+from aes_lib.service import Context, Service
+
+ROLLOUT_BUCKET = "aes_calibration"
+"""KV bucket caching finished calibration rollouts by rollout id."""
+
+
+def rollout_id(c: CandidateEnv, i: int) -> str:
+    kind = "diag" if i == DIAGNOSTIC else f"cal{i}"
+    return f"{c.env_id[:16]}-{c.assignment_id}-rev{c.revision}-{kind}"
+
+
+class CalibratorService(Service[CandidateEnv]):
+    name = "calibrator"
+    subject = subjects.stage("calibrate")
+    message_type = CandidateEnv
+    ack_wait = 120.0
+
+    def __init__(self, runner: RolloutRunner | None = None, config: FlywheelConfig | None = None) -> None:
+        self.runner = runner
+        self.config = config
+
+    async def setup(self, ctx: Context) -> None:
+        self.config = self.config or FlywheelConfig.from_env()
+        if self.runner is None:
+            from aes_lib.flywheel.trial_runner import TrialRolloutRunner
+
+            self.runner = TrialRolloutRunner.from_settings(ctx.settings, ctx.blobs, self.config)
+
+    async def handle(self, msg: CandidateEnv, ctx: Context) -> None:
+        assert self.runner is not None and self.config is not None
+        runner, rule = self.runner, self.config.rule
+        kv = await ctx.kv(ROLLOUT_BUCKET)
+
+        async def rollout(i: int, hints: str | None) -> RolloutEvidence:
+            rid = rollout_id(msg, i)
+            out = await cached(kv, rid, lambda: runner.run(msg.bundle, rid, hints))
+            await ctx.publish(subjects.ROLLOUT_SUMMARY, RolloutSummary(
+                idempotency_key=rid, episode_id=msg.episode_id, rollout_id=rid, env_id=msg.env_id,
+                role="solver", reward=out.reward, n_turns=out.n_turns, seconds=out.seconds,
+                failure=out.failure, trajectory=out.trajectory,
+                purpose="diagnostic" if i == DIAGNOSTIC else "calibration",
+            ))
+            return RolloutEvidence(out.reward, out.failure)
+
+        async def hints() -> str:
+            return await runner.reference_solution(msg.bundle)
+
+        result = await calibrate(rule, msg.revision, rollout, hints)
+        d = result.decision
+        feedback = feedback_text(d, result.rollouts, result.diagnostic, (rule.band_low, rule.band_high))
+        await ctx.publish(subjects.RESULT_CALIBRATION, CalibrationResult(
+            idempotency_key=f"{msg.idempotency_key}:calibrate", episode_id=msg.episode_id,
+            env_id=msg.env_id, assignment_id=msg.assignment_id, decision=d.outcome,
+            rewards=tuple(r.reward for r in result.rollouts), mean=d.mean, std=d.std,
+            proposer_reward=d.proposer_reward, revision=msg.revision, resubmitted=d.resubmit,
+            bundle=msg.bundle, category=msg.category,
+            verdicts=msg.verdicts + (Verdict(stage="calibrate", ok=d.outcome == "admitted", reason=d.outcome,
+                                             detail=feedback if d.outcome != "admitted" else ""),),
+        ))
+        if d.resubmit:
+            await ctx.publish(subjects.ASSIGNMENT, revision_assignment(msg, d, feedback))

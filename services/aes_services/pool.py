@@ -1,0 +1,158 @@
+"""Pool manager: admissions into the active pool, pool reviews, and the review cadence.
+
+Three services share the pool state in JetStream KV (``aes_lib.flywheel.pool_store``):
+
+- ``PoolService`` (``aes.result.calibration``): an admitted candidate joins the pool
+  exactly once, whatever the number of replicas or redeliveries; ``PoolEvent``.
+- ``PoolReviewService`` (``aes.pool.review``, step ``review``): reruns the current
+  solver on every active task, retires those outside the band, then asks the
+  planner for replacements (the ``plan`` step).
+- ``PolicyWatchService`` (``aes.policy.version``): every ``review_every`` solver
+  updates, requests a review.
+"""
+
+from __future__ import annotations
+
+from aes_proto import subjects
+from aes_proto.messages import CalibrationResult, PolicyVersion, PoolEvent, PoolReview, RolloutSummary
+
+from aes_lib.flywheel.config import FlywheelConfig
+from aes_lib.flywheel.planner import round_of
+from aes_lib.flywheel.pool import PoolEntry, out_of_band
+from aes_lib.flywheel.pool_store import BUCKET, PoolStore
+from aes_lib.flywheel.rollouts import RolloutRunner, cached
+from aes_lib.service import Context, Service
+
+REVIEW_BUCKET = "aes_review"
+"""KV bucket caching finished pool-review rollouts by rollout id."""
+
+
+async def _store(ctx: Context, config: FlywheelConfig) -> PoolStore:
+    return PoolStore(await ctx.kv(BUCKET), capacity=config.pool_capacity)
+
+
+class PoolService(Service[CalibrationResult]):
+    name = "pool"
+    subject = subjects.RESULT_CALIBRATION
+    message_type = CalibrationResult
+
+    def __init__(self, config: FlywheelConfig | None = None) -> None:
+        self.config = config
+
+    async def setup(self, ctx: Context) -> None:
+        self.config = self.config or FlywheelConfig.from_env()
+
+    async def handle(self, msg: CalibrationResult, ctx: Context) -> None:
+        if msg.decision != "admitted" or msg.bundle is None:
+            return
+        assert self.config is not None
+        store = await _store(ctx, self.config)
+        entry = PoolEntry(
+            env_id=msg.env_id, bundle=msg.bundle, category=msg.category, mean_reward=msg.mean,
+            source="calibration", assignment_id=msg.assignment_id, episode_id=msg.episode_id,
+            round=round_of(msg.assignment_id) or 0,
+        )
+        change = await store.admit(entry)
+        assert change.admission is not None
+        kind = change.admission.kind
+        if kind == "duplicate":
+            known = await store.entry(msg.env_id)
+            # Our own admission, redelivered after a crash before its event went out:
+            # announce it again under the same key (JetStream drops it if it did go out).
+            if known is not None and not known.retired and known.assignment_id == msg.assignment_id:
+                kind = "admitted"
+        key = f"pool:{msg.env_id}:admitted" if kind == "admitted" else f"pool:{msg.env_id}:duplicate:{msg.idempotency_key}"
+        await ctx.publish(subjects.POOL_EVENT, PoolEvent(
+            idempotency_key=key, episode_id=msg.episode_id, env_id=msg.env_id, kind=kind,
+            reason="calibrated" if kind == "admitted" else "already in the pool or retired",
+            mean_reward=msg.mean, pool_size=change.size,
+        ))
+        for gone in change.admission.evicted:
+            await ctx.publish(subjects.POOL_EVENT, PoolEvent(
+                idempotency_key=f"pool:{gone}:retired", episode_id=msg.episode_id, env_id=gone,
+                kind="retired", reason="pool_full", pool_size=change.size,
+            ))
+
+
+class PoolReviewService(Service[PoolReview]):
+    name = "pool-review"
+    subject = subjects.POOL_REVIEW
+    message_type = PoolReview
+    ack_wait = 120.0
+
+    def __init__(self, runner: RolloutRunner | None = None, config: FlywheelConfig | None = None) -> None:
+        self.runner = runner
+        self.config = config
+
+    async def setup(self, ctx: Context) -> None:
+        self.config = self.config or FlywheelConfig.from_env()
+        if self.runner is None:
+            from aes_lib.flywheel.trial_runner import TrialRolloutRunner
+
+            self.runner = TrialRolloutRunner.from_settings(ctx.settings, ctx.blobs, self.config)
+
+    async def handle(self, msg: PoolReview, ctx: Context) -> None:
+        if msg.step != "review":
+            return  # the plan step is the planner's
+        assert self.config is not None and self.runner is not None
+        rule = self.config.rule
+        store = await _store(ctx, self.config)
+        retired: list[str] = []
+        if msg.rerun:
+            means = {e.env_id: await self._rerun(e, msg, ctx) for e in await store.active_entries()}
+            retired = out_of_band(means, rule.band_low, rule.band_high)
+            for env_id, mean in means.items():
+                await store.set_mean(env_id, mean)
+            change = await store.retire(retired)
+            for env_id in retired:
+                await ctx.publish(subjects.POOL_EVENT, PoolEvent(
+                    idempotency_key=f"pool:{env_id}:retired", episode_id=msg.episode_id, env_id=env_id,
+                    kind="retired", reason="too_easy" if means[env_id] > rule.band_high else "too_hard",
+                    mean_reward=means[env_id], pool_size=change.size,
+                ))
+        await ctx.publish(subjects.POOL_REVIEW, PoolReview(
+            idempotency_key=f"{msg.idempotency_key}:plan", episode_id=msg.episode_id, round=msg.round,
+            step="plan", rerun=False, policy_version=msg.policy_version, fresh=msg.fresh, retired=tuple(retired),
+        ))
+
+    async def _rerun(self, entry: PoolEntry, msg: PoolReview, ctx: Context) -> float:
+        """Mean reward of the current solver on ``entry``, with the calibration rule's budget."""
+        assert self.runner is not None and self.config is not None
+        runner, rule = self.runner, self.config.rule
+        kv = await ctx.kv(REVIEW_BUCKET)
+        rewards: list[float] = []
+        while len(rewards) < rule.rollouts_needed(rewards):
+            rid = f"{entry.env_id[:16]}-review-{msg.idempotency_key}-{len(rewards)}"
+            out = await cached(kv, rid, lambda rid=rid: runner.run(entry.bundle, rid))
+            await ctx.publish(subjects.ROLLOUT_SUMMARY, RolloutSummary(
+                idempotency_key=rid, episode_id=msg.episode_id, rollout_id=rid, env_id=entry.env_id,
+                role="solver", reward=out.reward, n_turns=out.n_turns, seconds=out.seconds,
+                failure=out.failure, trajectory=out.trajectory, policy_version=msg.policy_version,
+                purpose="pool_review",
+            ))
+            rewards.append(out.reward)
+        return sum(rewards) / len(rewards)
+
+
+class PolicyWatchService(Service[PolicyVersion]):
+    name = "pool-watch"
+    subject = subjects.POLICY_VERSION
+    message_type = PolicyVersion
+
+    def __init__(self, config: FlywheelConfig | None = None) -> None:
+        self.config = config
+
+    async def setup(self, ctx: Context) -> None:
+        self.config = self.config or FlywheelConfig.from_env()
+
+    async def handle(self, msg: PolicyVersion, ctx: Context) -> None:
+        assert self.config is not None
+        # Versions count solver updates, so every review_every-th version is due;
+        # stateless, hence safe under redelivery and replicas.
+        if msg.version <= 0 or msg.version % self.config.review_every:
+            return
+        await ctx.publish(subjects.POOL_REVIEW, PoolReview(
+            idempotency_key=f"review:v{msg.version}", episode_id=f"review-v{msg.version}",
+            round=msg.version // self.config.review_every, step="review", rerun=True,
+            policy_version=msg.version, fresh=0,
+        ))
