@@ -52,9 +52,9 @@ async def _kv(settings):
     return nc, kv
 
 
-async def test_concurrent_replicas_never_admit_twice(nats_server):
+async def test_concurrent_replicas_never_admit_twice(fresh_nats):
     """Eight replicas, each with its own connection, race to admit the same 20 environments."""
-    conns = [await _kv(nats_server) for _ in range(8)]
+    conns = [await _kv(fresh_nats) for _ in range(8)]
     stores = [PoolStore(kv, capacity=256) for _, kv in conns]
     ids = [f"{i:064x}" for i in range(20)]
 
@@ -71,9 +71,9 @@ async def test_concurrent_replicas_never_admit_twice(nats_server):
         await nc.close()
 
 
-async def test_concurrent_distinct_admissions_all_land(nats_server):
+async def test_concurrent_distinct_admissions_all_land(fresh_nats):
     """CAS retries: 4 replicas admit 10 different environments each; none is lost."""
-    conns = [await _kv(nats_server) for _ in range(4)]
+    conns = [await _kv(fresh_nats) for _ in range(4)]
     stores = [PoolStore(kv, capacity=256) for _, kv in conns]
 
     async def replica(i, store):
@@ -87,8 +87,8 @@ async def test_concurrent_distinct_admissions_all_land(nats_server):
         await nc.close()
 
 
-async def test_retired_environment_is_never_readmitted(nats_server):
-    nc, kv = await _kv(nats_server)
+async def test_retired_environment_is_never_readmitted(fresh_nats):
+    nc, kv = await _kv(fresh_nats)
     store = PoolStore(kv, capacity=2)
     for e in ("e1", "e2", "e3"):  # e1 is evicted by e3
         await store.admit(_entry(e))
@@ -102,8 +102,8 @@ async def test_retired_environment_is_never_readmitted(nats_server):
     await nc.close()
 
 
-async def test_set_mean_updates_the_entry(nats_server):
-    nc, kv = await _kv(nats_server)
+async def test_set_mean_updates_the_entry(fresh_nats):
+    nc, kv = await _kv(fresh_nats)
     store = PoolStore(kv)
     await store.admit(_entry("e1"))
     await store.set_mean("e1", 0.4)
