@@ -1,0 +1,65 @@
+"""Running flywheel services on a real bus inside a test."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from aes_lib.bus import Bus, serve
+
+
+@contextlib.asynccontextmanager
+async def running(settings, *services):
+    """Each service on its own connection (as separate processes would be), drained on exit."""
+    stop = asyncio.Event()
+    buses = [await Bus.connect(settings, name=s.name) for s in services]
+    tasks = [asyncio.create_task(serve(s, b, stop)) for s, b in zip(services, buses)]
+    try:
+        yield
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for b in buses:
+            await b.close()
+
+
+async def wait_for(bus: Bus, subject: str, type_, predicate, poll: float = 0.2):
+    """Messages stored on ``subject`` once ``predicate(messages)`` holds (the test's timeout bounds it)."""
+    while True:
+        msgs = await bus.history(subject, type_, timeout=0.2)
+        if predicate(msgs):
+            return msgs
+        await asyncio.sleep(poll)
+
+
+async def drain_workqueue(bus: Bus, subject: str, type_, n: int, timeout: float = 0.5):
+    """Take ``n`` messages off a work-queue subject (as its consumer would)."""
+    from aes_proto.codec import decode
+    from aes_lib.bus import stream_for
+    import nats
+
+    sub = await bus.js.pull_subscribe(subject, durable=None, stream=stream_for(subject))
+    out = []
+    try:
+        while len(out) < n:
+            try:
+                msgs = await sub.fetch(n - len(out), timeout=timeout)
+            except nats.errors.TimeoutError:
+                continue
+            for m in msgs:
+                out.append(decode(m.data, type_))
+                await m.ack()
+    finally:
+        await sub.unsubscribe()
+    return out
+
+
+async def idle(bus: Bus, service) -> None:
+    """Until ``service``'s consumer has nothing pending and nothing unacknowledged."""
+    from aes_lib.bus import stream_for
+
+    while True:
+        info = await bus.js.consumer_info(stream_for(service.subject), service.name)
+        if info.num_pending == 0 and info.num_ack_pending == 0:
+            return
+        await asyncio.sleep(0.1)

@@ -1,0 +1,90 @@
+"""Pool, planner and policy-watch services on a real nats-server."""
+
+import asyncio
+
+from aes_proto import subjects
+from aes_proto.messages import Assignment, BlobRef, CalibrationResult, PolicyVersion, PoolEvent, PoolReview, RolloutSummary
+
+from aes_lib.flywheel.config import FlywheelConfig
+from aes_lib.flywheel.pool import PoolEntry
+from aes_lib.flywheel.pool_store import BUCKET, PoolStore
+from aes_services.planner import STATS_BUCKET, PlannerService, RolloutStatsService, load_stats
+from aes_services.pool import PolicyWatchService, PoolService
+
+from flywheel_helpers import drain_workqueue, idle, running, wait_for
+
+CFG = FlywheelConfig(pool_capacity=8, review_every=4)
+
+
+def _ref(env_id):
+    return BlobRef(key=f"bundles/{env_id}.tar.gz", sha256=env_id, size=1)
+
+
+def _result(env_id, assignment_id, decision="admitted", key=None):
+    return CalibrationResult(
+        idempotency_key=key or f"{assignment_id}:calibrate", episode_id=assignment_id, env_id=env_id,
+        assignment_id=assignment_id, decision=decision, rewards=(1.0, 0.0, 1.0, 0.0), mean=0.5, std=0.5,
+        proposer_reward=1.0 if decision == "admitted" else 0.25, bundle=_ref(env_id), category="text",
+    )
+
+
+async def test_pool_admits_each_environment_once_across_replicas(fresh_nats, bus):
+    # Two replicas of the pool service; the same admission arrives twice (a republish after a
+    # crash, new key), plus one from another assignment with an identical bundle, plus a rejection.
+    async with running(fresh_nats, PoolService(CFG), PoolService(CFG)):
+        await bus.publish(subjects.RESULT_CALIBRATION, _result("e1", "r1-000"))
+        await bus.publish(subjects.RESULT_CALIBRATION, _result("e1", "r1-000", key="r1-000:calibrate:again"))
+        await bus.publish(subjects.RESULT_CALIBRATION, _result("e1", "r1-001"))
+        await bus.publish(subjects.RESULT_CALIBRATION, _result("e2", "r1-002", decision="too_hard"))
+        await bus.publish(subjects.RESULT_CALIBRATION, _result("e3", "r1-003"))
+        await wait_for(bus, subjects.POOL_EVENT, PoolEvent, lambda m: len(m) >= 3)
+        await idle(bus, PoolService)
+    events = await bus.history(subjects.POOL_EVENT, PoolEvent)
+    idx, _ = await PoolStore(await bus.kv(BUCKET)).index()
+    assert sorted(idx.active) == ["e1", "e3"]
+    admitted = [e.env_id for e in events if e.kind == "admitted"]
+    assert sorted(admitted) == ["e1", "e3"]  # the republish of r1-000 repeats the same key: dropped
+    assert [e.env_id for e in events if e.kind == "duplicate"] == ["e1"]
+    entry = await PoolStore(await bus.kv(BUCKET)).entry("e1")
+    assert entry.round == 1 and entry.assignment_id == "r1-000"
+
+
+async def test_policy_watch_requests_a_review_every_k_versions(fresh_nats, bus):
+    async with running(fresh_nats, PolicyWatchService(CFG)):
+        for v in range(1, 10):
+            await bus.publish(subjects.POLICY_VERSION, PolicyVersion(
+                idempotency_key=f"v{v}", episode_id="learn", version=v, checkpoint=_ref(f"ck{v}")))
+        reviews = await wait_for(bus, subjects.POOL_REVIEW, PoolReview, lambda m: len(m) >= 2)
+    assert [(r.policy_version, r.step, r.rerun) for r in reviews] == [(4, "review", True), (8, "review", True)]
+
+
+async def test_stats_and_planner_publish_assignments_from_latest_rollouts(fresh_nats, bus):
+    store = PoolStore(await bus.kv(BUCKET), capacity=8)
+    for env_id, cat in (("hard", "text"), ("easy", "git"), ("gone", "text")):
+        await store.admit(PoolEntry(env_id=env_id, bundle=_ref(env_id), category=cat))
+    await store.retire(["gone"])
+    rollouts = [("hard", 0.0, "test_sum: assert 3 == 4"), ("hard", 0.5, "test_sum: assert 3 == 4"),
+                ("easy", 1.0, ""), ("easy", 1.0, ""), ("gone", 1.0, "")]
+    async with running(fresh_nats, RolloutStatsService(), RolloutStatsService(), PlannerService(CFG)):
+        for i, (env, reward, failure) in enumerate(rollouts):
+            s = RolloutSummary(idempotency_key=f"ro{i}", episode_id="ep", rollout_id=f"ro{i}", env_id=env,
+                               role="solver", reward=reward, failure=failure, purpose="pool_review")
+            await bus.publish(subjects.ROLLOUT_SUMMARY, s)
+        # a diagnostic attempt saw the reference solution: it must not count
+        await bus.publish(subjects.ROLLOUT_SUMMARY, RolloutSummary(
+            idempotency_key="diag", episode_id="ep", rollout_id="diag", env_id="hard", role="solver",
+            reward=1.0, purpose="diagnostic"))
+        kv = await bus.kv(STATS_BUCKET)
+        while sum(len(s.rewards) for s in (await load_stats(kv, ["hard", "easy", "gone"])).values()) < 5:
+            await asyncio.sleep(0.1)
+        await bus.publish(subjects.POOL_REVIEW, PoolReview(
+            idempotency_key="round-1:plan", episode_id="round-1", round=1, step="plan", fresh=2, retired=("gone",)))
+        assignments = await drain_workqueue(bus, subjects.ASSIGNMENT, Assignment, 3)
+    by_id = {a.assignment_id: a for a in assignments}
+    assert set(by_id) == {"r1-replace-gone", "r1-000", "r1-001"}
+    assert by_id["r1-replace-gone"].direction == "harder" and by_id["r1-replace-gone"].parent_env_id == "gone"
+    fresh = {a.parent_env_id: a for a in assignments if "replace" not in a.assignment_id}
+    assert set(fresh) == {"hard", "easy"}  # one per category
+    assert fresh["hard"].direction == "easier" and fresh["hard"].pass_rate == 0.25
+    assert fresh["hard"].common_failure == "test_sum: assert 3 == 4"
+    assert fresh["easy"].direction == "harder" and fresh["easy"].category == "git"
