@@ -1,0 +1,286 @@
+"""A limited, labelled container to run untrusted commands in.
+
+Every blocking Docker SDK call runs in a worker thread so the event loop stays
+free. A timed-out command is killed with its whole process group (each exec is
+started as a session leader that records its pid first), and the container is
+removed however the ``async with`` block ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import io
+import os
+import socket
+import tarfile
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import docker
+import docker.errors
+
+from aes_lib.bundle import EnvironmentConfig
+
+MANAGED_LABEL = "aes.managed"
+OWNER_PID_LABEL = "aes.owner_pid"
+OWNER_HOST_LABEL = "aes.owner_host"
+
+# Runs the user's command as the session leader whose pid it writes first, so a
+# timeout can kill the whole group; bash when the image has it, sh otherwise.
+_WRAPPER = 'echo $$ > "$0"; if command -v bash >/dev/null 2>&1; then exec bash -c "$1"; else exec sh -c "$1"; fi'
+
+# The keep-alive is started right after init, so it holds the lowest pid above 1;
+# three passes catch processes forked while the first pass ran.
+_KILL_ALL = (
+    "pids() { ls /proc | grep -E '^[0-9]+$' | sort -n; }; keep=$(pids | sed -n 2p); "
+    "for pass in 1 2 3; do for p in $(pids); do "
+    '[ "$p" -gt 1 ] && [ "$p" != "$keep" ] && [ "$p" != "$$" ] && kill -KILL "$p" 2>/dev/null; '
+    "done; done; true"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """Resources of one container."""
+
+    cpus: float = 1.0
+    """CPU quota (cores)."""
+    memory_mb: int = 1024
+    """Memory limit in MiB, swap included (exceeding it gets the process OOM-killed)."""
+    pids: int = 256
+    """Most processes and threads at once (fork bombs stop here)."""
+    network: bool = False
+    """Whether the container has a network at all."""
+
+    @classmethod
+    def for_task(cls, env: EnvironmentConfig, caps: "LimitCaps | None" = None) -> "Limits":
+        """The task's requests, defaults where absent, clamped to ``caps``."""
+        caps = caps or LimitCaps()
+        return cls(
+            cpus=min(env.cpus or caps.default_cpus, caps.max_cpus),
+            memory_mb=min(env.memory_mb or caps.default_memory_mb, caps.max_memory_mb),
+            pids=caps.pids,
+            network=env.allow_internet and caps.allow_network,
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class LimitCaps:
+    """What any task may get, whatever its task.toml asks."""
+
+    default_cpus: float = 1.0
+    """CPUs for a task that asks for none."""
+    max_cpus: float = 2.0
+    """Most CPUs a task gets."""
+    default_memory_mb: int = 1024
+    """Memory for a task that asks for none."""
+    max_memory_mb: int = 4096
+    """Most memory a task gets."""
+    pids: int = 512
+    """Process limit of every container."""
+    allow_network: bool = True
+    """Whether ``allow_internet = true`` is honoured at all."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ExecResult:
+    exit_code: int | None
+    """The command's exit status; None when it was killed on timeout."""
+    output: str
+    """stdout and stderr interleaved, truncated in the middle past ``max_output`` bytes."""
+    timed_out: bool = False
+
+
+class SandboxError(RuntimeError):
+    """The container could not be started or talked to."""
+
+
+def owner_labels() -> dict[str, str]:
+    """Labels that let the reaper find containers whose creating process has died."""
+    return {MANAGED_LABEL: "1", OWNER_PID_LABEL: str(os.getpid()), OWNER_HOST_LABEL: socket.gethostname()}
+
+
+class _Output:
+    """Keeps the first and last ``limit/2`` bytes of a stream."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.head, self.tail, self.dropped = limit, bytearray(), bytearray(), 0
+
+    def add(self, chunk: bytes) -> None:
+        room = self.limit // 2 - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        self.tail += chunk
+        excess = len(self.tail) - self.limit // 2
+        if excess > 0:
+            del self.tail[:excess]
+            self.dropped += excess
+
+    def text(self) -> str:
+        mid = f"\n[... {self.dropped} bytes omitted ...]\n".encode() if self.dropped else b""
+        return bytes(self.head + mid + self.tail).decode("utf-8", errors="replace")
+
+
+class Sandbox:
+    """One running container; create with ``async with Sandbox.start(...) as sb``."""
+
+    def __init__(self, client: docker.DockerClient, container, workdir: str | None, max_output: int) -> None:
+        self.client, self.container, self.workdir, self.max_output = client, container, workdir, max_output
+
+    @property
+    def id(self) -> str:
+        return self.container.id
+
+    @classmethod
+    @asynccontextmanager
+    async def start(
+        cls,
+        image: str,
+        limits: Limits = Limits(),
+        *,
+        client: docker.DockerClient | None = None,
+        labels: Mapping[str, str] | None = None,
+        env: Mapping[str, str] | None = None,
+        workdir: str | None = None,
+        max_output: int = 1 << 20,
+    ) -> AsyncIterator["Sandbox"]:
+        client = client or docker.from_env()
+        all_labels = {**owner_labels(), **(labels or {})}
+        try:
+            container = await asyncio.to_thread(
+                client.containers.run,
+                image,
+                entrypoint=["sleep", "infinity"],
+                command=[],
+                detach=True,
+                init=True,
+                name=f"aes-{uuid.uuid4().hex[:12]}",
+                labels=all_labels,
+                network_mode="bridge" if limits.network else "none",
+                nano_cpus=int(limits.cpus * 1e9),
+                mem_limit=f"{limits.memory_mb}m",
+                memswap_limit=f"{limits.memory_mb}m",
+                pids_limit=limits.pids,
+                security_opt=["no-new-privileges"],
+                environment=dict(env or {}),
+                working_dir=workdir,
+            )
+        except docker.errors.DockerException as e:
+            raise SandboxError(f"cannot start a container from {image}: {e}") from e
+        sb = cls(client, container, workdir, max_output)
+        try:
+            yield sb
+        finally:
+            await sb.close()
+
+    async def close(self) -> None:
+        try:
+            await asyncio.to_thread(self.container.remove, force=True)
+        except docker.errors.NotFound:
+            pass
+
+    async def exec(
+        self,
+        cmd: str,
+        timeout: float,
+        *,
+        user: str | int | None = None,
+        env: Mapping[str, str] | None = None,
+        workdir: str | None = None,
+    ) -> ExecResult:
+        """Run ``cmd`` with bash (or sh); on timeout kill its process group."""
+        api = self.client.api
+        pidfile = f"/tmp/.aes-exec-{uuid.uuid4().hex}"
+        created = await asyncio.to_thread(
+            api.exec_create,
+            self.container.id,
+            ["sh", "-c", _WRAPPER, pidfile, cmd],
+            user="" if user is None else str(user),
+            environment=dict(env or {}),
+            workdir=workdir or self.workdir,
+        )
+        exec_id = created["Id"]
+        out = _Output(self.max_output)
+
+        def pump() -> None:
+            for chunk in api.exec_start(exec_id, stream=True):
+                out.add(chunk)
+
+        task = asyncio.ensure_future(asyncio.to_thread(pump))
+        timed_out = False
+        try:
+            await asyncio.wait_for(asyncio.shield(task), timeout)
+        except asyncio.TimeoutError:
+            timed_out = True
+            await self._kill_group(pidfile)
+            await task
+        info = await asyncio.to_thread(api.exec_inspect, exec_id)
+        return ExecResult(exit_code=None if timed_out else info.get("ExitCode"), output=out.text(), timed_out=timed_out)
+
+    async def _kill_group(self, pidfile: str) -> None:
+        # The pid is written before the command starts; retry briefly for a command killed at once.
+        script = (
+            f'for i in 1 2 3 4 5 6 7 8 9 10; do [ -s {pidfile} ] && break; sleep 0.2; done; '
+            f'kill -KILL -- -"$(cat {pidfile})" 2>/dev/null; rm -f {pidfile}'
+        )
+        await asyncio.to_thread(self.container.exec_run, ["sh", "-c", script], user="0")
+
+    async def kill_all(self) -> None:
+        """Kill every process an agent left running: all but init and the keep-alive."""
+        await asyncio.to_thread(self.container.exec_run, ["sh", "-c", _KILL_ALL], user="0")
+
+    async def put_dir(self, local: str | Path, remote: str) -> None:
+        """Copy the contents of directory ``local`` into ``remote`` (created if absent)."""
+        local = Path(local)
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for path in sorted(local.rglob("*")):
+                tar.add(path, arcname=str(path.relative_to(local)), recursive=False)
+        await self._mkdir(remote)
+        await asyncio.to_thread(self.container.put_archive, remote, buf.getvalue())
+
+    async def put_file(self, data: bytes, remote: str, mode: int = 0o644) -> None:
+        """Write ``data`` to the file ``remote`` (parent created if absent)."""
+        parent, name = os.path.split(remote)
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), mode
+            tar.addfile(info, io.BytesIO(data))
+        await self._mkdir(parent or "/")
+        await asyncio.to_thread(self.container.put_archive, parent or "/", buf.getvalue())
+
+    async def get_file(self, remote: str, max_bytes: int = 16 << 20) -> bytes | None:
+        """The contents of regular file ``remote``, or None if it does not exist."""
+        try:
+            stream, st = await asyncio.to_thread(self.container.get_archive, remote)
+        except docker.errors.NotFound:
+            return None
+        if st["size"] > max_bytes:
+            raise SandboxError(f"{remote}: {st['size']} bytes > {max_bytes}")
+        data = b"".join(await asyncio.to_thread(list, stream))
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            member = tar.next()
+            if member is None or not member.isreg():
+                return None
+            f = tar.extractfile(member)
+            return f.read() if f else None
+
+    async def get_dir(self, remote: str, local: str | Path) -> bool:
+        """Copy directory ``remote`` into ``local`` (links and special files skipped); False if absent."""
+        try:
+            stream, _ = await asyncio.to_thread(self.container.get_archive, remote.rstrip("/") + "/.")
+        except docker.errors.NotFound:
+            return False
+        data = b"".join(await asyncio.to_thread(list, stream))
+        Path(local).mkdir(parents=True, exist_ok=True)
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            tar.extractall(local, members=[m for m in tar if m.isreg() or m.isdir()], filter="data")
+        return True
+
+    async def _mkdir(self, remote: str) -> None:
+        await asyncio.to_thread(self.container.exec_run, ["mkdir", "-p", remote], user="0")

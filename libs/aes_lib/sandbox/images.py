@@ -1,0 +1,103 @@
+"""Build each task's image once, tagged by the content hash of its environment/."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import stat
+from pathlib import Path
+
+import docker
+import docker.errors
+import requests.exceptions
+
+from aes_lib.bundle import Task
+from aes_lib.bundle.task import walk
+from aes_lib.sandbox.container import MANAGED_LABEL
+
+IMAGE_REPO = "aes-env"
+
+
+class BuildFailedError(RuntimeError):
+    """The environment's image did not build; ``log`` holds the build output."""
+
+    def __init__(self, message: str, log: str = "") -> None:
+        super().__init__(message)
+        self.log = log
+
+
+class BuildTimeoutError(BuildFailedError):
+    """The build ran past ``[environment].build_timeout_sec``."""
+
+
+def environment_hash(env_dir: Path) -> str:
+    """sha256 over the sorted paths, kinds, exec bits and contents of ``env_dir``."""
+    h = hashlib.sha256()
+    for rel, st in sorted(walk(env_dir)):
+        h.update(rel.encode() + b"\0")
+        if stat.S_ISLNK(st.st_mode):
+            h.update(b"L" + str(Path(env_dir / rel).readlink()).encode())
+        elif stat.S_ISREG(st.st_mode):
+            h.update(b"X" if st.st_mode & 0o100 else b"F")
+            h.update(hashlib.sha256((env_dir / rel).read_bytes()).digest())
+        else:
+            h.update(b"D")
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+class ImageCache:
+    """``await build(task)`` returns an image tag, building only when it is absent."""
+
+    def __init__(self, client: docker.DockerClient | None = None, max_build_timeout: float = 1800.0) -> None:
+        self.client = client or docker.from_env()
+        self.max_build_timeout = max_build_timeout
+        """Cap on any task's build_timeout_sec."""
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def build(self, task: Task) -> str:
+        env = task.config.environment
+        dockerfile = task.environment_dir / "Dockerfile"
+        if not dockerfile.is_file():
+            if env.docker_image:
+                return await self._existing(env.docker_image)
+            raise BuildFailedError("only environment/Dockerfile is supported (no docker-compose.yaml)")
+        tag = f"{IMAGE_REPO}:{environment_hash(task.environment_dir)[:32]}"
+        lock = self._locks.setdefault(tag, asyncio.Lock())
+        async with lock:  # concurrent validations of one environment share one build
+            if await self._present(tag):
+                return tag
+            timeout = min(env.build_timeout_sec, self.max_build_timeout)
+            await asyncio.to_thread(self._build, task.environment_dir, tag, timeout)
+        return tag
+
+    async def _present(self, tag: str) -> bool:
+        try:
+            await asyncio.to_thread(self.client.images.get, tag)
+            return True
+        except docker.errors.ImageNotFound:
+            return False
+
+    async def _existing(self, image: str) -> str:
+        if not await self._present(image):
+            raise BuildFailedError(f"docker_image {image!r} is not present locally and there is no registry")
+        return image
+
+    def _build(self, context: Path, tag: str, timeout: float) -> None:
+        # The HTTP read timeout bounds the build; the daemon cancels a build whose
+        # client has gone.
+        log: list[str] = []
+        try:
+            for chunk in self.client.api.build(
+                path=str(context), tag=tag, rm=True, forcerm=True, decode=True, pull=False,
+                labels={MANAGED_LABEL: "1"}, timeout=timeout,
+            ):
+                if "stream" in chunk:
+                    log.append(chunk["stream"])
+                if "error" in chunk:
+                    log.append(chunk["error"])
+                    raise BuildFailedError(f"build failed: {chunk['error'].strip()}", "".join(log))
+        except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError) as e:
+            raise BuildTimeoutError(f"build exceeded {timeout:.0f}s", "".join(log)) from e
+        except docker.errors.APIError as e:
+            raise BuildFailedError(f"build failed: {e}", "".join(log)) from e

@@ -1,0 +1,84 @@
+"""The validation rule, as a library function shared by the service, CLI and bench.
+
+A task is valid when its bundle checks out, its image builds, the reference
+solution (oracle) scores exactly 1.0 within its time limit, and the empty
+solution (nop) scores below 0.5. Oracle and nop run concurrently from one image.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from pathlib import Path
+from typing import Literal
+
+from aes_lib.bundle import BundleError, BundleLimits, Task
+from aes_lib.sandbox.container import LimitCaps
+from aes_lib.sandbox.images import BuildFailedError, BuildTimeoutError, ImageCache
+from aes_lib.sandbox.trial import NopAgent, OracleAgent, TrialResult, run_trial
+
+Reason = Literal["ok", "invalid_bundle", "build_failed", "oracle_failed", "nop_passed", "timeout"]
+NOP_THRESHOLD = 0.5
+
+
+@dataclasses.dataclass(frozen=True)
+class ValidationReport:
+    task: str
+    """Task name, or the path when the bundle did not load."""
+    ok: bool
+    reason: Reason
+    detail: str = ""
+    """One line: the specific error, or the rewards."""
+    oracle_reward: float | None = None
+    nop_reward: float | None = None
+    logs: str = ""
+    """Build, oracle and verifier output of a failure; empty when ok."""
+    seconds: float = 0.0
+
+
+async def validate_task(
+    path: str | Path,
+    images: ImageCache,
+    *,
+    limits: BundleLimits = BundleLimits(),
+    caps: LimitCaps | None = None,
+    labels: dict[str, str] | None = None,
+) -> ValidationReport:
+    """Validate the task directory at ``path``."""
+    t0 = time.monotonic()
+
+    def report(task: str, reason: Reason, detail: str, **kw) -> ValidationReport:
+        return ValidationReport(task=task, ok=reason == "ok", reason=reason, detail=detail,
+                                seconds=time.monotonic() - t0, **kw)
+
+    try:
+        task = Task.load(path, limits)
+    except BundleError as e:
+        return report(str(path), "invalid_bundle", f"{type(e).__name__}: {e}")
+    try:
+        image = await images.build(task)
+    except BuildTimeoutError as e:
+        return report(task.name, "timeout", str(e), logs=e.log)
+    except BuildFailedError as e:
+        return report(task.name, "build_failed", str(e), logs=e.log)
+    oracle, nop = await asyncio.gather(
+        run_trial(task, OracleAgent(task), images, image=image, caps=caps, labels=labels),
+        run_trial(task, NopAgent(), images, image=image, caps=caps, labels=labels),
+    )
+    rewards = {"oracle_reward": oracle.reward, "nop_reward": nop.reward}
+    logs = f"### oracle\n{oracle.log()}\n### nop\n{nop.log()}"
+    if oracle.timed_out:
+        which = "solve.sh" if oracle.agent.timed_out else "the verifier"
+        return report(task.name, "timeout", f"oracle: {which} ran past its timeout", logs=logs, **rewards)
+    if nop.verifier.timed_out:
+        return report(task.name, "timeout", "nop: the verifier ran past its timeout", logs=logs, **rewards)
+    if oracle.reward != 1.0:
+        return report(task.name, "oracle_failed", _why("oracle", oracle), logs=logs, **rewards)
+    if nop.reward >= NOP_THRESHOLD:
+        return report(task.name, "nop_passed", f"nop reward {nop.reward:g} >= {NOP_THRESHOLD}", logs=logs, **rewards)
+    return report(task.name, "ok", f"oracle {oracle.reward:g}, nop {nop.reward:g}", **rewards)
+
+
+def _why(who: str, r: TrialResult) -> str:
+    return f"{who} reward {r.reward:g}" + (f" ({r.error})" if r.error else "")
