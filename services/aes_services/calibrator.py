@@ -1,6 +1,6 @@
 """Calibrator: the last admission stage. Solver rollouts decide admission and the proposer's reward.
 
-Consumes ``aes.candidate.calibrate``; publishes a ``RolloutSummary`` per attempt,
+Consumes ``aes.candidate.calibrate``; publishes each attempt (``RolloutSummary``, ``TrajectoryRef``),
 the ``CalibrationResult``, and, for a candidate outside the band with revisions
 left, an ``Assignment`` (revision + 1) that returns it to its proposer with the
 evidence. Every published key derives from the candidate, and finished rollouts
@@ -11,12 +11,12 @@ nothing new.
 from __future__ import annotations
 
 from aes_proto import subjects
-from aes_proto.messages import CalibrationResult, CandidateEnv, RolloutSummary, Verdict
+from aes_proto.messages import CalibrationResult, CandidateEnv, Verdict
 
 from aes_lib.flywheel.calibrate import DIAGNOSTIC, calibrate
 from aes_lib.flywheel.config import FlywheelConfig
 from aes_lib.flywheel.revision import RolloutEvidence, feedback_text, revision_assignment
-from aes_lib.flywheel.rollouts import RolloutRunner, cached
+from aes_lib.flywheel.rollouts import RolloutRunner, announce, cached
 from aes_lib.service import Context, Service
 
 ROLLOUT_BUCKET = "aes_calibration"
@@ -52,13 +52,9 @@ class CalibratorService(Service[CandidateEnv]):
 
         async def rollout(i: int, hints: str | None) -> RolloutEvidence:
             rid = rollout_id(msg, i)
-            out = await cached(kv, rid, lambda: runner.run(msg.bundle, rid, hints))
-            await ctx.publish(subjects.ROLLOUT_SUMMARY, RolloutSummary(
-                idempotency_key=rid, episode_id=msg.episode_id, rollout_id=rid, env_id=msg.env_id,
-                role="solver", reward=out.reward, n_turns=out.n_turns, seconds=out.seconds,
-                failure=out.failure, trajectory=out.trajectory,
-                purpose="diagnostic" if i == DIAGNOSTIC else "calibration",
-            ))
+            out = await cached(kv, rid, lambda: runner.run(msg.bundle, msg.env_id, rid, hints))
+            await announce(ctx, out, episode_id=msg.episode_id, group_id=f"{msg.env_id}:calibration:rev{msg.revision}",
+                           purpose="diagnostic" if i == DIAGNOSTIC else "calibration")
             return RolloutEvidence(out.reward, out.failure)
 
         async def hints() -> str:

@@ -14,13 +14,13 @@ Three services share the pool state in JetStream KV (``aes_lib.flywheel.pool_sto
 from __future__ import annotations
 
 from aes_proto import subjects
-from aes_proto.messages import CalibrationResult, PolicyVersion, PoolEvent, PoolReview, RolloutSummary
+from aes_proto.messages import CalibrationResult, PolicyVersion, PoolEvent, PoolReview
 
 from aes_lib.flywheel.config import FlywheelConfig
 from aes_lib.flywheel.planner import round_of
 from aes_lib.flywheel.pool import PoolEntry, out_of_band
 from aes_lib.flywheel.pool_store import BUCKET, PoolStore
-from aes_lib.flywheel.rollouts import RolloutRunner, cached
+from aes_lib.flywheel.rollouts import RolloutRunner, announce, cached
 from aes_lib.service import Context, Service
 
 REVIEW_BUCKET = "aes_review"
@@ -123,13 +123,9 @@ class PoolReviewService(Service[PoolReview]):
         rewards: list[float] = []
         while len(rewards) < rule.rollouts_needed(rewards):
             rid = f"{entry.env_id[:16]}-review-{msg.idempotency_key}-{len(rewards)}"
-            out = await cached(kv, rid, lambda rid=rid: runner.run(entry.bundle, rid))
-            await ctx.publish(subjects.ROLLOUT_SUMMARY, RolloutSummary(
-                idempotency_key=rid, episode_id=msg.episode_id, rollout_id=rid, env_id=entry.env_id,
-                role="solver", reward=out.reward, n_turns=out.n_turns, seconds=out.seconds,
-                failure=out.failure, trajectory=out.trajectory, policy_version=msg.policy_version,
-                purpose="pool_review",
-            ))
+            out = await cached(kv, rid, lambda rid=rid: runner.run(entry.bundle, entry.env_id, rid))
+            await announce(ctx, out, episode_id=msg.episode_id, group_id=f"{entry.env_id}:review:{msg.idempotency_key}",
+                           purpose="pool_review", policy_version=msg.policy_version)
             rewards.append(out.reward)
         return sum(rewards) / len(rewards)
 

@@ -2,7 +2,6 @@
 
 from aes_proto.messages import BlobRef, RolloutSummary
 
-from aes_lib.flywheel.failures import failure_signature
 from aes_lib.flywheel.planner import WINDOW, EnvStats, choose, parents, plan_round, record
 from aes_lib.flywheel.pool import PoolEntry
 
@@ -68,12 +67,3 @@ def test_replacements_come_from_retired_parents_with_stable_ids():
 
 def test_empty_pool_plans_nothing():
     assert plan_round([], [], {}, fresh=5, round_=0) == []
-
-
-def test_failure_signature():
-    out = "....F\nFAILED tests/test_outputs.py::test_total - assert 3 == 4\n1 failed, 4 passed"
-    assert failure_signature(out, 0.8) == "test_total: assert 3 == 4"
-    assert failure_signature("E   FileNotFoundError: /app/out.csv\n", 0.0) == "FileNotFoundError: /app/out.csv"
-    assert failure_signature("", 0.0) == "tests failed"
-    assert failure_signature("whatever", 0.0, timed_out=True) == "timeout"
-    assert failure_signature("FAILED x::y", 1.0) == ""

@@ -26,12 +26,15 @@ class Calibration:
     diagnostic: RolloutEvidence | None
 
 
-async def calibrate(rule: CalibrationRule, revision: int, rollout: Rollout, hints: Callable[[], str]) -> Calibration:
+async def calibrate(
+    rule: CalibrationRule, revision: int, rollout: Rollout, hints: Callable[[], Awaitable[str]]
+) -> Calibration:
     """Run ``rule.initial_rollouts`` attempts, more if the rule asks, decide, and run one
-    diagnostic attempt with ``hints()`` (the reference solution) when the decision wants it."""
+    diagnostic attempt with ``await hints()`` (the reference solution, fetched only then)
+    when the decision wants it."""
     done: list[RolloutEvidence] = []
     while len(done) < rule.rollouts_needed([r.reward for r in done]):
         done.append(await rollout(len(done), None))
     decision = rule.decide([r.reward for r in done], revision)
-    diagnostic = await rollout(DIAGNOSTIC, hints()) if decision.diagnostic else None
+    diagnostic = await rollout(DIAGNOSTIC, await hints()) if decision.diagnostic else None
     return Calibration(decision, tuple(done), diagnostic)

@@ -7,6 +7,7 @@ implements it with the real solver in a Docker sandbox.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Protocol
 
@@ -15,6 +16,9 @@ from nats.js.errors import KeyNotFoundError
 
 from aes_proto.messages import BlobRef
 
+from aes_lib.agents.solver import Rollout, publish_rollout
+from aes_lib.agents.trajectory import load_trajectory
+
 _KEY_UNSAFE = re.compile(r"[^-_A-Za-z0-9]")
 
 
@@ -22,15 +26,16 @@ class RolloutOutcome(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_f
     """One finished solver attempt."""
 
     reward: float
+    trajectory: BlobRef
+    """The stored ``aes_lib.agents.trajectory.Trajectory``."""
     failure: str = ""
-    """Failure signature (``aes_lib.flywheel.failures``); empty for a full reward."""
+    """Failure signature (``aes_lib.agents.solver.failure_signature``); empty for a full reward."""
     n_turns: int = 0
     seconds: float = 0.0
-    trajectory: BlobRef | None = None
 
 
 class RolloutRunner(Protocol):
-    async def run(self, bundle: BlobRef, rollout_id: str, hints: str | None = None) -> RolloutOutcome:
+    async def run(self, bundle: BlobRef, env_id: str, rollout_id: str, hints: str | None = None) -> RolloutOutcome:
         """Run the current solver once on the task in ``bundle``; ``hints`` extend the
         instruction (the diagnostic attempt gets the reference solution)."""
 
@@ -53,3 +58,12 @@ async def cached(kv, rollout_id: str, run) -> RolloutOutcome:
     outcome = await run()
     await kv.put(key, msgspec.msgpack.encode(outcome))
     return outcome
+
+
+async def announce(ctx, out: RolloutOutcome, *, episode_id: str, group_id: str, purpose: str, policy_version: int = 0) -> None:
+    """Publish a (possibly cached) attempt like every solver rollout: summary, trajectory
+    ref for the learner, the environment's rollout index. Keys derive from the rollout
+    id, so announcing again after a crash publishes nothing new."""
+    traj = await asyncio.to_thread(load_trajectory, ctx.blobs, out.trajectory)
+    await publish_rollout(ctx, Rollout(traj, out.trajectory), episode_id=episode_id, group_id=group_id,
+                          purpose=purpose, policy_version=policy_version)

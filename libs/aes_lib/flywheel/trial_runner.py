@@ -1,0 +1,74 @@
+"""``RolloutRunner`` with the real solver: the model in a Docker sandbox, scored by the verifier."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+from pathlib import Path
+
+from aes_proto.messages import BlobRef
+
+from aes_lib.agents.loop import LoopLimits
+from aes_lib.agents.solver import failure_signature, rollout
+from aes_lib.bundle import Task, unpack
+from aes_lib.flywheel.config import FlywheelConfig
+from aes_lib.flywheel.rollouts import RolloutOutcome
+from aes_lib.models import ChatClient
+from aes_lib.sandbox import ImageCache
+
+
+class SolverEndpointError(ValueError):
+    """No model endpoint is configured for the solver."""
+
+
+class TrialRolloutRunner:
+    """Unpacks each bundle once (by digest) and runs solver attempts on it."""
+
+    def __init__(self, client: ChatClient, images: ImageCache, blobs, limits: LoopLimits, workdir: Path) -> None:
+        self.client = client
+        self.images = images
+        self.blobs = blobs
+        self.limits = limits
+        self.workdir = workdir
+        self._tasks: dict[str, Task] = {}
+        self._lock = asyncio.Lock()
+
+    @classmethod
+    def from_settings(cls, settings, blobs, config: FlywheelConfig) -> "TrialRolloutRunner":
+        if not settings.model_url:
+            raise SolverEndpointError("AES_MODEL_URL is empty: the solver needs a model endpoint (aes up sets it)")
+        workdir = Path(settings.home) / "tasks"
+        workdir.mkdir(parents=True, exist_ok=True)
+        return cls(ChatClient(settings.model_url, settings.model), ImageCache(), blobs,
+                   LoopLimits(max_turns=config.solver_max_turns), workdir)
+
+    async def task(self, bundle: BlobRef) -> Task:
+        async with self._lock:
+            task = self._tasks.get(bundle.sha256)
+            if task is None:
+                task = self._tasks[bundle.sha256] = await asyncio.to_thread(self._unpack, bundle)
+            return task
+
+    def _unpack(self, bundle: BlobRef) -> Task:
+        dest = self.workdir / bundle.sha256
+        if dest.exists():
+            shutil.rmtree(dest)  # a half-written unpack from a killed process
+        data = self.blobs.get_bytes(bundle)
+        tmp = Path(tempfile.mkdtemp(dir=self.workdir))
+        unpack(data, tmp / "task")
+        (tmp / "task").rename(dest)
+        tmp.rmdir()
+        return Task.load(dest)
+
+    async def run(self, bundle: BlobRef, env_id: str, rollout_id: str, hints: str | None = None) -> RolloutOutcome:
+        task = await self.task(bundle)
+        r = await rollout(task, self.client, self.images, self.blobs, self.limits,
+                          env_id=env_id, rollout_id=rollout_id, hints=hints)
+        t = r.trajectory
+        return RolloutOutcome(reward=t.reward, failure=failure_signature(t), n_turns=len(t.turns),
+                              seconds=t.agent_seconds + t.verifier_seconds, trajectory=r.ref)
+
+    async def reference_solution(self, bundle: BlobRef) -> str:
+        task = await self.task(bundle)
+        return (task.solution_dir / "solve.sh").read_text(errors="replace")
