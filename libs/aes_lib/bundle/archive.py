@@ -211,7 +211,10 @@ def _extract_member(tar: tarfile.TarFile, m: tarfile.TarInfo, dest: Path, limits
             raise UnsafePathError(f"{rel}: duplicate member")
         os.symlink(m.linkname, target)  # chains through other links are re-checked by Task.load
     elif m.islnk():
-        source = _member_path(m.linkname)
+        try:
+            source = _member_path(m.linkname)
+        except UnsafePathError as e:
+            raise LinkEscapeError(f"{rel}: hardlink to {m.linkname!r} leaves the bundle") from e
         if source not in regular:
             raise LinkEscapeError(f"{rel}: hardlink to {m.linkname}, not a file earlier in the bundle")
         with open(dest / source, "rb") as f:  # a copy: hardlinks never reach outside

@@ -17,6 +17,7 @@ from aes_lib.bundle.errors import (
     LinkEscapeError,
     MissingFileError,
     SpecialFileError,
+    TomlSyntaxError,
 )
 
 REQUIRED_FILES = ("instruction.md", "task.toml", "solution/solve.sh", "tests/test.sh")
@@ -104,7 +105,7 @@ def _read_text(path: Path, label: str) -> str:
     except UnicodeDecodeError as e:
         if label == "instruction.md":
             raise InstructionEncodingError(f"instruction.md is not UTF-8: {e}") from e
-        raise MissingFileError(f"{label} is not UTF-8 text: {e}") from e
+        raise TomlSyntaxError(f"{label} is not UTF-8 text: {e}") from e
     if "\x00" in text and label == "instruction.md":
         raise InstructionEncodingError("instruction.md contains NUL bytes (binary, not text)")
     return text
