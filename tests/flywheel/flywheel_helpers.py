@@ -44,7 +44,7 @@ async def drain_workqueue(bus: Bus, subject: str, type_, n: int, timeout: float 
         while len(out) < n:
             try:
                 msgs = await sub.fetch(n - len(out), timeout=timeout)
-            except nats.errors.TimeoutError:
+            except (nats.errors.TimeoutError, asyncio.TimeoutError):
                 continue
             for m in msgs:
                 out.append(decode(m.data, type_))

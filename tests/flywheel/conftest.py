@@ -1,0 +1,5 @@
+import sys
+from pathlib import Path
+
+_TESTS = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(_TESTS / "replay"), str(_TESTS / "models")]

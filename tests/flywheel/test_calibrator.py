@@ -1,0 +1,82 @@
+"""The calibrator service on a real bus, with real Docker trials of a seed task.
+
+The solver's model is the replay server (a recorded conversation): each attempt
+either really solves the task (writes and runs the reference solution) or gives
+up at once, so the rewards come from the task's real verifier.
+"""
+
+from pathlib import Path
+
+import pytest
+from replay_server import ReplayServer
+
+from aes_proto import subjects
+from aes_proto.messages import Assignment, CalibrationResult, CandidateEnv, RolloutSummary, TrajectoryRef
+
+from aes_lib.agents.loop import LoopLimits
+from aes_lib.bundle import pack
+from aes_lib.flywheel.config import FlywheelConfig
+from aes_lib.flywheel.trial_runner import TrialRolloutRunner
+from aes_lib.models import ChatClient
+from aes_lib.sandbox import ImageCache
+from aes_services.calibrator import CalibratorService
+
+from flywheel_helpers import drain_workqueue, idle, running, wait_for
+
+pytestmark = pytest.mark.docker
+
+SEED = Path(__file__).resolve().parents[2] / "seeds" / "csv-sales-rollup"
+SOLVE = [
+    f"```bash\ncat > /tmp/solve.sh <<'AES_EOF'\n{(SEED / 'solution' / 'solve.sh').read_text()}\nAES_EOF\n```",
+    "```bash\nbash /tmp/solve.sh\n```",
+    "TASK_DONE",
+]
+GIVE_UP = ["TASK_DONE"]
+
+
+def _candidate(bus, revision=0):
+    packed = pack(SEED)
+    ref = bus.blobs.put_bytes(f"bundles/sha256/{packed.sha256}.tar.gz", packed.data)
+    return CandidateEnv(
+        idempotency_key=f"a1:rev{revision}:candidate", episode_id="a1", env_id=packed.sha256, bundle=ref,
+        assignment_id="r2-000", revision=revision, category="data-processing", route=("calibrate",),
+    )
+
+
+def _runner(url, bus, tmp_path):
+    return TrialRolloutRunner(ChatClient(url, "replay"), ImageCache(), bus.blobs, LoopLimits(max_turns=4), tmp_path)
+
+
+async def test_admits_a_task_the_solver_solves_half_the_time(fresh_nats, bus, tmp_path):
+    with ReplayServer(SOLVE + GIVE_UP + SOLVE + GIVE_UP) as srv:
+        async with running(fresh_nats, CalibratorService(_runner(srv.url, bus, tmp_path), FlywheelConfig())):
+            c = _candidate(bus)
+            await bus.publish(subjects.stage("calibrate"), c)
+            [result] = await wait_for(bus, subjects.RESULT_CALIBRATION, CalibrationResult, lambda m: m)
+            await idle(bus, CalibratorService)
+    assert not srv.errors
+    assert (result.decision, result.rewards, result.proposer_reward) == ("admitted", (1.0, 0.0, 1.0, 0.0), 1.0)
+    assert (result.env_id, result.bundle, result.resubmitted) == (c.env_id, c.bundle, False)
+    assert result.verdicts[-1].stage == "calibrate" and result.verdicts[-1].ok
+    summaries = await bus.history(subjects.ROLLOUT_SUMMARY, RolloutSummary)
+    assert [s.reward for s in summaries] == [1.0, 0.0, 1.0, 0.0]
+    assert {s.purpose for s in summaries} == {"calibration"}
+    assert len(await bus.history(subjects.TRAJECTORY, TrajectoryRef)) == 4
+
+
+async def test_too_hard_runs_a_diagnostic_with_hints_and_sends_a_revision(fresh_nats, bus, tmp_path):
+    with ReplayServer(GIVE_UP * 4 + SOLVE) as srv:
+        async with running(fresh_nats, CalibratorService(_runner(srv.url, bus, tmp_path), FlywheelConfig())):
+            c = _candidate(bus, revision=1)
+            await bus.publish(subjects.stage("calibrate"), c)
+            [result] = await wait_for(bus, subjects.RESULT_CALIBRATION, CalibrationResult, lambda m: m)
+            [revision] = await drain_workqueue(bus, subjects.ASSIGNMENT, Assignment, 1)
+    assert (result.decision, result.rewards, result.resubmitted) == ("too_hard", (0.0,) * 4, True)
+    assert 0 < result.proposer_reward < 1
+    # The diagnostic attempt saw the reference solution in its prompt and solved the task.
+    assert "Hints:" in srv.requests[4]["messages"][1]["content"]
+    assert "parse_amount" in srv.requests[4]["messages"][1]["content"]
+    diag = [s for s in await bus.history(subjects.ROLLOUT_SUMMARY, RolloutSummary) if s.purpose == "diagnostic"]
+    assert [d.reward for d in diag] == [1.0]
+    assert (revision.assignment_id, revision.revision, revision.direction) == ("r2-000", 2, "easier")
+    assert revision.previous_bundle == c.bundle and "hints scored 1.00" in revision.feedback
