@@ -8,4 +8,7 @@ SERVICES: dict[str, str] = {
     "pool-watch": "aes_services.pool:PolicyWatchService",
     "planner-stats": "aes_services.planner:RolloutStatsService",
     "planner": "aes_services.planner:PlannerService",
+    "contamination": "aes_services.contamination:ContaminationService",
+    "review": "aes_services.review:ReviewService",
+    "reset": "aes_services.reset_gate:ResetGateService",
 }
