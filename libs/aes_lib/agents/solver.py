@@ -19,6 +19,7 @@ from aes_lib.agents.loop import LoopLimits, run_loop
 from aes_lib.agents.parse import DONE_MARKER
 from aes_lib.agents.trajectory import Trajectory, store_trajectory
 from aes_lib.models import ChatClient
+from aes_lib.sandbox.trial import AgentOutcome, run_trial
 from aes_proto import subjects
 from aes_proto.messages import BlobRef, RolloutSummary, TrajectoryRef
 
@@ -37,24 +38,26 @@ When the task is complete, reply with {DONE_MARKER}."""
 class SolverAgent:
     """One attempt's agent; keeps its trajectory for the caller."""
 
-    def __init__(self, client: ChatClient, limits: LoopLimits, rollout_id: str, env_id: str = "") -> None:
+    def __init__(
+        self, client: ChatClient, limits: LoopLimits, rollout_id: str, env_id: str = "", hints: str | None = None
+    ) -> None:
         self.client = client
+        self.hints = hints
         self.limits = limits
         self.trajectory = Trajectory(rollout_id=rollout_id, role="solver", env_id=env_id, model=client.model)
 
-    async def run(self, sandbox, instruction: str):
-        from aes_lib.sandbox import AgentOutcome
-
+    async def run(self, sandbox, instruction: str) -> AgentOutcome:
         traj = self.trajectory
         traj.instruction = instruction
         traj.messages = [
             {"role": "system", "content": SYSTEM_PROMPT},
-            {"role": "user", "content": f"Task:\n{instruction.strip()}"},
+            {"role": "user", "content": f"Task:\n{instruction.strip()}" + (f"\n\nHints:\n{self.hints}" if self.hints else "")},
         ]
         await run_loop(self.client, sandbox, traj, self.limits)
         return AgentOutcome(
-            finished=traj.stop_reason == "done",
-            detail=traj.stop_reason if not traj.error else f"{traj.stop_reason}: {traj.error}",
+            exit_code=0 if traj.stop_reason == "done" else 1,
+            timed_out=traj.stop_reason == "time_limit",
+            output=traj.stop_reason if not traj.error else f"{traj.stop_reason}: {traj.error}",
         )
 
 
@@ -66,17 +69,28 @@ class Rollout:
     ref: BlobRef
 
 
-async def rollout(task, client: ChatClient, images, store, limits: LoopLimits, *, env_id: str = "") -> Rollout:
-    """One attempt on ``task`` (an ``aes_lib.bundle.Task``): agent loop, verifier, stored trajectory."""
-    from aes_lib.sandbox import run_trial
-
-    agent = SolverAgent(client, limits, rollout_id=uuid.uuid4().hex, env_id=env_id)
+async def rollout(
+    task,
+    client: ChatClient,
+    images,
+    store,
+    limits: LoopLimits,
+    *,
+    env_id: str = "",
+    rollout_id: str | None = None,
+    hints: str | None = None,
+) -> Rollout:
+    """One attempt on ``task`` (an ``aes_lib.bundle.Task``): agent loop, verifier, stored
+    trajectory. ``hints`` extend the instruction (the calibrator's diagnostic attempt)."""
+    agent = SolverAgent(client, limits, rollout_id=rollout_id or uuid.uuid4().hex, env_id=env_id, hints=hints)
     started = time.monotonic()
     trial = await run_trial(task, agent, images)
     traj = agent.trajectory
     traj.reward = float(trial.reward)
-    traj.verifier_output = trial.verifier_output
+    traj.verifier_output = trial.verifier.output
     traj.verifier_seconds = max(0.0, time.monotonic() - started - traj.agent_seconds)
+    if trial.agent.timed_out and traj.stop_reason != "done":
+        traj.stop_reason = "time_limit"  # the trial cut the agent's turn at the task's timeout
     if trial.error and not traj.error:
         traj.error = trial.error
     ref = await asyncio.to_thread(store_trajectory, store, traj)

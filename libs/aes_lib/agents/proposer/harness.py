@@ -1,0 +1,123 @@
+"""One proposer episode: workspace in, candidate task (or a recorded failure) out.
+
+The proposer model drives a terminal loop whose commands run in its own
+container (no network, no Docker socket) holding the workspace at /workspace.
+``aes-tool`` commands are run by the harness outside that container (see
+``tools.py``). The episode ends at ``aes-tool submit``, the done marker, or the
+turn/time budget. memory/ and tools/ are copied back out and persisted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aes_lib.agents.loop import LoopLimits, run_loop
+from aes_lib.agents.parse import DONE_MARKER
+from aes_lib.agents.proposer.tools import ProposerTools, Submission, ToolBudget, ToolCall, ToolInputError
+from aes_lib.agents.proposer.workspace import (
+    PERSISTENT,
+    PastEnvironment,
+    StateTooLargeError,
+    build_workspace,
+    save_state,
+)
+from aes_lib.agents.trajectory import Trajectory, store_trajectory
+from aes_lib.models import ChatClient
+from aes_lib.sandbox.container import Limits, Sandbox
+from aes_proto.messages import Assignment, BlobRef
+
+WORKSPACE = "/workspace"
+
+SYSTEM_PROMPT = f"""You design tasks (training environments) for a terminal agent. You work in a Linux
+container; your workspace is {WORKSPACE} (the current directory). Each reply must contain exactly one
+shell command in a fenced block:
+
+```bash
+cat assignment.md
+```
+
+You will see its exit code and output. Harness tools are commands of their own:
+`aes-tool build <dir>`, `aes-tool check <dir>`, `aes-tool solver <dir> <k>`, `aes-tool submit <dir>`.
+Submitting ends the episode. Reply {DONE_MARKER} to give up without submitting."""
+
+
+@dataclass(frozen=True)
+class EpisodeBudget:
+    """Budgets and container of one proposer episode."""
+
+    loop: LoopLimits = LoopLimits(max_turns=40, time_limit_s=1800.0, command_timeout_s=120.0,
+                                  max_output_chars=3000, max_tokens=1024)
+    """Turns, wall time, per-command timeout and output size of the proposer's loop."""
+    tools: ToolBudget = field(default_factory=ToolBudget)
+    """Limits of the harness tools."""
+    image: str = "aes-base:latest"
+    """Image of the proposer's own container (python3, git, pytest; no network)."""
+    cpus: float = 1.0
+    """CPU quota of the proposer's container."""
+    memory_mb: int = 1024
+    """Memory limit of the proposer's container."""
+
+
+@dataclass
+class EpisodeResult:
+    trajectory: Trajectory
+    trajectory_ref: BlobRef
+    submission: Submission | None
+    tool_calls: list[ToolCall]
+
+
+def first_message(workspace: Path) -> str:
+    return (
+        (workspace / "instructions.md").read_text()
+        + "\n\n"
+        + (workspace / "assignment.md").read_text()
+        + "\nStart by looking at your workspace."
+    )
+
+
+async def run_episode(
+    assignment: Assignment,
+    client: ChatClient,
+    solver_client: ChatClient | None,
+    images,
+    store,
+    *,
+    past: list[PastEnvironment],
+    state_file: Path,
+    budget: EpisodeBudget = EpisodeBudget(),
+    docker_client=None,
+) -> EpisodeResult:
+    traj = Trajectory(rollout_id=uuid.uuid4().hex, role="proposer", env_id=assignment.parent_env_id or "",
+                      model=client.model)
+    with tempfile.TemporaryDirectory(prefix="aes-proposer-") as tmp:
+        ws = await asyncio.to_thread(build_workspace, Path(tmp) / "ws", assignment, store, past, state_file)
+        traj.instruction = first_message(ws)
+        traj.messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": traj.instruction}]
+        limits = Limits(cpus=budget.cpus, memory_mb=budget.memory_mb, network=False)
+        labels = {"aes.role": "proposer", "aes.episode": assignment.episode_id}
+        async with Sandbox.start(budget.image, limits, client=docker_client, labels=labels, workdir=WORKSPACE) as sb:
+            await sb.put_dir(ws, WORKSPACE)
+
+            async def fetch_dir(rel: str, local: Path) -> None:
+                if not await sb.get_dir(f"{WORKSPACE}/{rel}", local):
+                    raise ToolInputError(f"no directory {rel!r} in the workspace")
+
+            tools = ProposerTools(fetch_dir=fetch_dir, images=images, store=store,
+                                  solver_client=solver_client, budget=budget.tools)
+            try:
+                await run_loop(client, sb, traj, budget.loop, tools)
+            finally:
+                tools.close()
+            back = Path(tmp) / "back"
+            for name in PERSISTENT:
+                await sb.get_dir(f"{WORKSPACE}/{name}", back / name)
+        try:
+            await asyncio.to_thread(save_state, state_file, back)
+        except StateTooLargeError as e:  # keep the episode's outcome; lose only the notes
+            traj.error = str(e)
+    ref = await asyncio.to_thread(store_trajectory, store, traj)
+    return EpisodeResult(traj, ref, tools.submission, tools.calls)

@@ -1,0 +1,173 @@
+"""Harness-side tools the proposer calls as ``aes-tool <name> <dir> [k]``.
+
+They run OUTSIDE the proposer's container: the harness copies the named task
+directory out of the container and uses the sandbox layer (child containers) to
+build, check, or run the solver on it. The container never sees the Docker socket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+import shutil
+import tempfile
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from aes_lib.agents.loop import LoopLimits, ToolResult
+from aes_lib.bundle import BundleError, PackedBundle, Task, pack
+from aes_lib.models import ChatClient
+from aes_lib.sandbox.images import BuildFailedError
+
+PREFIX = "aes-tool"
+USAGE = (
+    "usage: aes-tool build <dir> | aes-tool check <dir> | aes-tool solver <dir> <k> | aes-tool submit <dir>\n"
+    "(<dir> is relative to the workspace; aes-tool must be the whole command)"
+)
+_SHELL_META = set(";&|<>`$(){}\n")
+
+FetchDir = Callable[[str, Path], Awaitable[None]]
+"""Copies a workspace-relative directory out of the proposer's container into a local path."""
+
+
+@dataclass(frozen=True)
+class ToolBudget:
+    """Limits of the harness tools within one episode."""
+
+    max_solver_k: int = 4
+    """Most solver attempts one ``aes-tool solver`` call may ask for."""
+    max_solver_calls: int = 2
+    """``aes-tool solver`` calls per episode (each costs k full rollouts)."""
+    solver_limits: LoopLimits = LoopLimits(max_turns=10, time_limit_s=300.0)
+    """Budgets of each solver attempt the tool runs."""
+
+
+@dataclass
+class ToolCall:
+    """A record of one tool call, kept with the proposer's trajectory."""
+
+    name: str
+    dir: str
+    exit_code: int
+    summary: str
+
+
+@dataclass
+class Submission:
+    task: Task
+    packed: PackedBundle
+    dir: str
+
+
+@dataclass
+class ProposerTools:
+    """``await tools(command)``: a ToolResult for ``aes-tool`` commands, None for others."""
+
+    fetch_dir: FetchDir
+    images: object
+    """The sandbox's ImageCache."""
+    store: object
+    solver_client: ChatClient | None
+    budget: ToolBudget = field(default_factory=ToolBudget)
+    calls: list[ToolCall] = field(default_factory=list)
+    submission: Submission | None = None
+    _solver_calls: int = 0
+    _scratch: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="aes-proposer-tools-")))
+
+    def close(self) -> None:
+        shutil.rmtree(self._scratch, ignore_errors=True)
+
+    async def __call__(self, command: str) -> ToolResult | None:
+        if not command.strip().startswith(PREFIX):
+            return None
+        if _SHELL_META & set(command.strip()):
+            return self._done("?", "", ToolResult(2, f"aes-tool cannot be combined with other shell commands\n{USAGE}"))
+        try:
+            argv = shlex.split(command)
+        except ValueError as e:
+            return self._done("?", "", ToolResult(2, f"cannot parse command: {e}\n{USAGE}"))
+        if argv[0] != PREFIX or len(argv) < 3:
+            return self._done("?", "", ToolResult(2, USAGE))
+        name, rel = argv[1], argv[2]
+        handler = {"build": self._build, "check": self._check, "solver": self._solver, "submit": self._submit}.get(name)
+        if handler is None:
+            return self._done(name, rel, ToolResult(2, f"unknown tool {name!r}\n{USAGE}"))
+        try:
+            rel = _relative(rel)
+            task = await self._load(rel)
+            result = await handler(task, rel, argv[3:])
+        except (BundleError, ToolInputError) as e:
+            result = ToolResult(1, f"{type(e).__name__}: {e}")
+        return self._done(name, rel, result)
+
+    def _done(self, name: str, rel: str, result: ToolResult) -> ToolResult:
+        self.calls.append(ToolCall(name, rel, result.exit_code, result.output.splitlines()[0] if result.output else ""))
+        return result
+
+    async def _load(self, rel: str) -> Task:
+        local = self._scratch / uuid.uuid4().hex
+        await self.fetch_dir(rel, local)
+        return await asyncio.to_thread(Task.load, local)
+
+    async def _build(self, task: Task, rel: str, rest: list[str]) -> ToolResult:
+        try:
+            tag = await self.images.build(task)
+        except BuildFailedError as e:
+            return ToolResult(1, f"build failed: {e}\n{e.log}")
+        return ToolResult(0, f"build ok: image {tag}")
+
+    async def _check(self, task: Task, rel: str, rest: list[str]) -> ToolResult:
+        from aes_lib.sandbox import validate_task
+
+        report = await validate_task(task, self.images)
+        lines = [
+            f"valid: {report.ok} ({report.reason})",
+            f"oracle reward: {report.oracle_reward}",
+            f"empty-solution reward: {report.nop_reward}",
+        ]
+        if report.detail:
+            lines.append(report.detail)
+        return ToolResult(0 if report.ok else 1, "\n".join(lines))
+
+    async def _solver(self, task: Task, rel: str, rest: list[str]) -> ToolResult:
+        from aes_lib.agents.solver import run_rollouts
+
+        if self.solver_client is None:
+            return ToolResult(1, "no solver model is configured for this episode")
+        if len(rest) != 1 or not rest[0].isdigit() or not 1 <= int(rest[0]) <= self.budget.max_solver_k:
+            return ToolResult(2, f"k must be an integer in 1..{self.budget.max_solver_k}\n{USAGE}")
+        if self._solver_calls >= self.budget.max_solver_calls:
+            return ToolResult(1, f"solver budget spent ({self.budget.max_solver_calls} calls per episode)")
+        self._solver_calls += 1
+        k = int(rest[0])
+        done = await run_rollouts(
+            [(task, f"draft:{rel}")] * k, self.solver_client, self.images, self.store, self.budget.solver_limits
+        )
+        rewards = [r.trajectory.reward for r in done]
+        lines = [f"solver rewards: {rewards}", f"mean: {sum(rewards) / k:.3f}"]
+        for r in done:
+            lines.append(f"- reward {r.trajectory.reward}: {r.trajectory.stop_reason}, {len(r.trajectory.turns)} turns")
+        return ToolResult(0, "\n".join(lines))
+
+    async def _submit(self, task: Task, rel: str, rest: list[str]) -> ToolResult:
+        packed = await asyncio.to_thread(pack, task.root)
+        self.submission = Submission(task=task, packed=packed, dir=rel)
+        return ToolResult(0, f"submitted {rel} as environment {packed.sha256[:16]}", submitted=True)
+
+
+class ToolInputError(ValueError):
+    """A tool argument is not a workspace-relative directory."""
+
+
+def _relative(rel: str) -> str:
+    p = PurePosixPath(rel)
+    if p.is_absolute():
+        parts = p.parts
+        if parts[:2] != ("/", "workspace"):
+            raise ToolInputError(f"{rel!r} is outside the workspace")
+        p = PurePosixPath(*parts[2:]) if len(parts) > 2 else PurePosixPath(".")
+    if ".." in p.parts:
+        raise ToolInputError(f"{rel!r} leaves the workspace")
+    return str(p)

@@ -1,0 +1,112 @@
+"""The solver loop in a real container, driven by the replay server and by the real local model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from replay_server import ReplayServer
+
+from aes_lib.agents.loop import LoopLimits, run_loop
+from aes_lib.agents.solver import SYSTEM_PROMPT, publish_rollout, rollout
+from aes_lib.agents import history
+from aes_lib.agents.trajectory import Trajectory, load_trajectory
+from aes_lib.blobstore import open_store
+from aes_lib.bundle import Task
+from aes_lib.models import ChatClient
+from aes_lib.sandbox.container import Limits, Sandbox
+from aes_lib.sandbox.images import ImageCache
+from aes_proto import subjects
+from aes_proto.messages import RolloutSummary, TrajectoryRef
+
+pytestmark = pytest.mark.docker
+
+SEED = Path(__file__).resolve().parents[2] / "seeds" / "csv-sales-rollup"
+LABELS = {"aes.test": "agents"}
+
+
+def _start_traj() -> Trajectory:
+    return Trajectory(
+        rollout_id="t", role="solver",
+        messages=[{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": "Task: write /tmp/x"}],
+    )
+
+
+async def test_loop_runs_commands_counts_junk_and_stops_at_done():
+    replies = [
+        "I am not sure what to do.",                          # junk: format error
+        "```bash\necho hi > /tmp/x && cat /tmp/x\n```",      # runs in the container
+        "```bash\nexit 3\n```",                               # non-zero exit is reported
+        "Finished. TASK_DONE",
+        "```bash\necho never\n```",
+    ]
+    with ReplayServer(replies) as srv:
+        client = ChatClient(srv.url, "replay")
+        async with Sandbox.start("aes-base:latest", Limits(), labels=LABELS) as sb:
+            traj = await run_loop(client, sb, _start_traj(), LoopLimits(max_turns=10))
+            assert (await sb.exec("cat /tmp/x", timeout=10)).output == "hi\n"
+        await client.aclose()
+    assert traj.stop_reason == "done" and len(traj.turns) == 4
+    assert traj.format_errors == 1 and traj.turns[0].format_error
+    assert "No command found" in srv.requests[1]["messages"][-1]["content"]
+    assert traj.turns[1].command == "echo hi > /tmp/x && cat /tmp/x" and traj.turns[1].exit_code == 0
+    assert traj.turns[1].output == "[exit code 0]\nhi\n"
+    assert traj.turns[2].exit_code == 3
+    # the model saw each command's output as the next user message
+    assert srv.requests[2]["messages"][-1]["content"] == "[exit code 0]\nhi\n"
+
+
+async def test_loop_command_timeout_and_turn_limit():
+    with ReplayServer(["```bash\nsleep 30\n```", "```bash\ntrue\n```", "```bash\ntrue\n```"]) as srv:
+        client = ChatClient(srv.url, "replay")
+        async with Sandbox.start("aes-base:latest", Limits(), labels=LABELS) as sb:
+            traj = await run_loop(client, sb, _start_traj(), LoopLimits(max_turns=2, command_timeout_s=1))
+        await client.aclose()
+    assert traj.turns[0].timed_out and traj.turns[0].output.startswith("[timed out]")
+    assert traj.stop_reason == "turn_limit" and len(traj.turns) == 2
+
+
+async def test_loop_stops_on_model_failure():
+    with ReplayServer(["x"], fail_first=5, fail_status=400) as srv:
+        client = ChatClient(srv.url, "replay")
+        async with Sandbox.start("aes-base:latest", Limits(), labels=LABELS) as sb:
+            traj = await run_loop(client, sb, _start_traj(), LoopLimits(max_turns=3))
+        await client.aclose()
+    assert traj.stop_reason == "model_error" and "HTTP 400" in traj.error and not traj.turns
+
+
+async def test_replayed_rollout_scores_and_publishes(tmp_path, bus):
+    """A scripted solver that really solves the seed task: the verifier gives 1.0."""
+    task = Task.load(SEED)
+    solve = (SEED / "solution" / "solve.sh").read_text()
+    replies = [f"```bash\ncat > /tmp/solve.sh <<'AES_EOF'\n{solve}\nAES_EOF\n```", "```bash\nbash /tmp/solve.sh\n```", "TASK_DONE"]
+    store = bus.blobs
+    with ReplayServer(replies) as srv:
+        client = ChatClient(srv.url, "replay")
+        r = await rollout(task, client, ImageCache(), store, LoopLimits(max_turns=5), env_id="seed-csv")
+        await client.aclose()
+    assert r.trajectory.reward == 1.0 and r.trajectory.stop_reason == "done"
+    assert "reward" in r.trajectory.verifier_output
+    await publish_rollout(bus, r, episode_id="ep1", group_id="g1", purpose="calibration")
+    [summary] = await bus.history(subjects.ROLLOUT_SUMMARY, RolloutSummary)
+    [ref] = await bus.history(subjects.TRAJECTORY, TrajectoryRef)
+    assert summary.reward == ref.reward == 1.0 and summary.failure == "" and summary.purpose == "calibration"
+    assert load_trajectory(store, ref.trajectory).turns[1].command == "bash /tmp/solve.sh"
+    [entry] = await history.entries(await bus.kv(history.BUCKET), "seed-csv")
+    assert entry.rollout_id == r.trajectory.rollout_id and entry.reward == 1.0
+
+
+@pytest.mark.model
+async def test_local_model_rollout_stores_token_ids_and_logprobs(local_model_url, tmp_path):
+    task = Task.load(SEED)
+    store = open_store(f"file://{tmp_path}/blobs")
+    async with ChatClient(local_model_url, "smollm2-135m") as client:
+        r = await rollout(task, client, ImageCache(), store, LoopLimits(max_turns=3, max_tokens=96), env_id="seed-csv")
+    t = load_trajectory(store, r.ref)
+    assert t == r.trajectory
+    assert len(t.turns) >= 1 and t.model == "smollm2-135m"
+    for turn in t.turns:
+        assert len(turn.completion_token_ids) == len(turn.completion_logprobs) == turn.completion_tokens > 0
+        assert len(turn.prompt_token_ids) == turn.prompt_tokens > 0
+    assert 0.0 <= t.reward <= 1.0 and "reward" in t.verifier_output
+    assert t.n_tokens == sum(turn.completion_tokens for turn in t.turns)
