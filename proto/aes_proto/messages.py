@@ -187,6 +187,10 @@ class CalibrationResult(Message, frozen=True):
     bundle: BlobRef | None = None
     category: str = ""
     verdicts: tuple[Verdict, ...] = ()
+    mode: GenerationMode = "agent"
+    """The candidate's generation mode (copied from ``CandidateEnv``), for per-mode rates."""
+    cost_usd: float = 0.0
+    """What the proposer spent on the candidate (copied from ``CandidateEnv``): cost per valid env."""
 
 
 class PoolEvent(Message, frozen=True):
