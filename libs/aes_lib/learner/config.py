@@ -1,0 +1,81 @@
+"""Learner settings: the DPPO protocol's numbers, read from ``AES_LEARNER_*`` variables."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Literal
+
+
+class LearnerConfigError(ValueError):
+    """A learner setting that is missing or out of range."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LearnerConfig:
+    """Every field can be set with ``AES_LEARNER_<FIELD>`` (upper case)."""
+
+    model_path: str = ""
+    """Folder of a transformers causal LM (config + safetensors) to start training from."""
+    solver_group_size: int = 16
+    """Solver attempts on one environment that form a group (centred together)."""
+    proposer_group_size: int = 128
+    """Proposer trajectories for one assignment that form a group."""
+    groups_per_batch: int = 16
+    """Solver groups in one update."""
+    proposer_groups_per_batch: int = 1
+    """Proposer groups in one proposer update (128 trajectories by default)."""
+    lr: float = 1e-6
+    """AdamW learning rate."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    max_grad_norm: float = 1.0
+    """Gradient-norm clip before each optimizer step; 0 disables it."""
+    loss: str = "dppo_tv"
+    """Name of a registered loss (``aes_lib.learner.losses``): ``dppo_tv`` or ``dppo_kl``."""
+    delta: float = 0.1
+    """Trust-region threshold of the DPPO mask (on the binary TV or binary KL)."""
+    micro_batch_tokens: int = 8192
+    """Padded tokens per forward/backward pass; gradients accumulate over a batch."""
+    kernel_backend: Literal["auto", "triton", "torch"] = "auto"
+    """``auto``: Triton kernels on CUDA, torch reference on CPU (see ``aes_kernels``)."""
+    device: str = "cpu"
+    """Torch device of the trained model."""
+    checkpoint_prefix: str = "checkpoints/policy"
+    """Blob-store key prefix of the safetensors checkpoints (``<prefix>/v<version>.safetensors``)."""
+    seed: int = 0
+    """Torch seed for reproducible runs."""
+
+    def __post_init__(self) -> None:
+        for name in ("solver_group_size", "proposer_group_size", "groups_per_batch",
+                     "proposer_groups_per_batch", "micro_batch_tokens"):
+            if getattr(self, name) < 1:
+                raise LearnerConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if min(self.solver_group_size, self.proposer_group_size) < 2:
+            raise LearnerConfigError("group sizes must be >= 2: a single attempt has no advantage")
+        if self.lr <= 0 or self.delta <= 0 or self.max_grad_norm < 0:
+            raise LearnerConfigError(f"lr and delta must be > 0 and max_grad_norm >= 0, got "
+                                     f"{self.lr}, {self.delta}, {self.max_grad_norm}")
+        if self.kernel_backend not in ("auto", "triton", "torch"):
+            raise LearnerConfigError(f"kernel_backend must be auto, triton or torch, got {self.kernel_backend!r}")
+
+    def group_size(self, role: str) -> int:
+        return self.proposer_group_size if role == "proposer" else self.solver_group_size
+
+    def batch_groups(self, role: str) -> int:
+        return self.proposer_groups_per_batch if role == "proposer" else self.groups_per_batch
+
+    @classmethod
+    def from_env(cls, **overrides: object) -> "LearnerConfig":
+        values: dict[str, object] = {}
+        for f in dataclasses.fields(cls):
+            raw = os.environ.get(f"AES_LEARNER_{f.name.upper()}")
+            if raw is None:
+                continue
+            kind = type(f.default)
+            try:
+                values[f.name] = kind(raw) if kind in (int, float) else raw
+            except ValueError as e:
+                raise LearnerConfigError(f"AES_LEARNER_{f.name.upper()}={raw!r}: {e}") from e
+        values.update(overrides)
+        return cls(**values)  # type: ignore[arg-type]
