@@ -1,0 +1,80 @@
+"""Seeding the pool with the bundled hand-written tasks, and exporting it as a Harbor dataset."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from aes_proto import subjects
+from aes_proto.messages import PoolEvent
+
+from aes_lib.bundle import Task, pack, unpack
+from aes_lib.flywheel.pool import PoolEntry
+from aes_lib.flywheel.pool_store import PoolStore
+
+SEEDS_DIR = Path(__file__).resolve().parents[3] / "seeds"
+"""The repository's bundled seed tasks."""
+REGISTRY_FILE = "registry.json"
+"""Dataset index written by ``export``: one record per task directory."""
+
+
+class SeedsNotFoundError(FileNotFoundError):
+    """The seeds folder holds no task directory (one with a task.toml)."""
+
+
+def seed_dirs(root: Path = SEEDS_DIR) -> list[Path]:
+    dirs = sorted(p for p in root.iterdir() if (p / "task.toml").is_file()) if root.is_dir() else []
+    if not dirs:
+        raise SeedsNotFoundError(f"no task directories (with task.toml) under {root}")
+    return dirs
+
+
+def seed_entry(task_dir: Path, blobs) -> PoolEntry:
+    """Pack ``task_dir``, store the archive, and describe it as a pool entry."""
+    task = Task.load(task_dir)
+    packed = pack(task_dir)
+    ref = blobs.put_content("bundles", packed.data, suffix=".tar.gz")
+    category = str(task.config.metadata.get("category", "")) if task.config.metadata else ""
+    return PoolEntry(env_id=packed.sha256, bundle=ref, category=category, source="seed", name=task.name,
+                     episode_id=f"seed-{packed.sha256[:16]}")
+
+
+async def seed_pool(bus, store: PoolStore, dirs: Sequence[Path]) -> list[PoolEvent]:
+    """Admit every seed task once; re-seeding republishes the same event keys."""
+    events = []
+    for d in dirs:
+        entry = await asyncio.to_thread(seed_entry, d, bus.blobs)
+        change = await store.admit(entry)
+        assert change.admission is not None
+        if change.admission.kind == "duplicate" and (known := await store.entry(entry.env_id)) and known.retired:
+            continue  # retired by a review: seeding again must not revive it
+        ev = PoolEvent(idempotency_key=f"pool:{entry.env_id}:admitted", episode_id=entry.episode_id,
+                       env_id=entry.env_id, kind="admitted", reason="seed", pool_size=change.size)
+        await bus.publish(subjects.POOL_EVENT, ev)
+        events.append(ev)
+    return events
+
+
+_UNSAFE_NAME = re.compile(r"[^-_.A-Za-z0-9]")
+
+
+def export(entries: Sequence[PoolEntry], blobs, dest: Path) -> Path:
+    """Write the pool as a Harbor dataset: ``dest/<task>/`` per environment (a task
+    directory ``harbor run -p`` accepts) and ``dest/registry.json`` listing them."""
+    dest.mkdir(parents=True, exist_ok=True)
+    if any(dest.iterdir()):
+        raise FileExistsError(f"{dest}: export needs an empty or new directory")
+    records = []
+    for e in entries:
+        tmp = dest / f".{e.env_id}"
+        task = unpack(blobs.get_bytes(e.bundle), tmp)
+        name = _UNSAFE_NAME.sub("_", (task.name or e.env_id).split("/")[-1])
+        folder = f"{name}-{e.env_id[:8]}"
+        tmp.rename(dest / folder)
+        records.append({"name": task.name, "path": folder, "env_id": e.env_id, "category": e.category,
+                        "source": e.source, "mean_reward": e.mean_reward, "round": e.round})
+    (dest / REGISTRY_FILE).write_text(json.dumps({"tasks": records}, indent=2) + "\n")
+    return dest / REGISTRY_FILE

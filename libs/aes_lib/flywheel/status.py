@@ -1,0 +1,128 @@
+"""What the flywheel has done, from the result streams: the numbers ``aes status`` and ``aes report`` show.
+
+Every candidate ends in exactly one ``CalibrationResult`` (admitted, calibrated
+out of band, or rejected by a gate), so counting those counts candidates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+
+from aes_proto.messages import CalibrationResult, PoolEvent, RolloutSummary
+
+from aes_lib.flywheel.planner import round_of
+
+Z95 = 1.959964
+"""Normal quantile of the 95% two-sided interval."""
+
+
+def outcome_label(r: CalibrationResult) -> str:
+    """``admitted``, ``calibrate:<too_hard|too_easy|no_spread>``, or ``<stage>:<reason>`` of the rejecting gate."""
+    if r.decision == "admitted":
+        return "admitted"
+    if r.decision != "rejected":
+        return f"calibrate:{r.decision}"
+    failed = [v for v in r.verdicts if not v.ok]
+    v = failed[-1] if failed else (r.verdicts[-1] if r.verdicts else None)
+    return f"{v.stage}:{v.reason}" if v else "rejected:unknown"
+
+
+def is_valid(r: CalibrationResult) -> bool:
+    """Valid environment (builds, oracle passes, empty solution fails): it passed the
+    validate stage, which every candidate that reached calibration did."""
+    return r.decision != "rejected" or any(v.stage == "validate" and v.ok for v in r.verdicts)
+
+
+def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval of a binomial proportion (sensible at 0 and n, unlike the normal one)."""
+    if n == 0:
+        return (0.0, 1.0)
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+@dataclasses.dataclass(frozen=True)
+class RoundStats:
+    candidates: int
+    valid: int
+    admitted: int
+
+    @property
+    def valid_rate(self) -> float:
+        return self.valid / self.candidates if self.candidates else 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Status:
+    candidates: int
+    valid: int
+    admitted: int
+    outcomes: dict[str, int]
+    """Outcome label -> candidates, commonest first."""
+    valid_interval: tuple[float, float]
+    cost_usd: float
+    mean_proposer_reward: float
+    retired: dict[str, int]
+    """Retirement reason -> environments."""
+    rounds: dict[int, RoundStats]
+    modes: dict[str, RoundStats]
+    rollouts: int
+
+    @property
+    def valid_rate(self) -> float:
+        return self.valid / self.candidates if self.candidates else 0.0
+
+    @property
+    def cost_per_valid(self) -> float | None:
+        return self.cost_usd / self.valid if self.valid else None
+
+
+def _tally(results: Sequence[CalibrationResult]) -> RoundStats:
+    return RoundStats(len(results), sum(map(is_valid, results)), sum(r.decision == "admitted" for r in results))
+
+
+def summarize(results: Sequence[CalibrationResult], events: Sequence[PoolEvent], rollouts: Sequence[RolloutSummary]) -> Status:
+    by_round: dict[int, list[CalibrationResult]] = defaultdict(list)
+    by_mode: dict[str, list[CalibrationResult]] = defaultdict(list)
+    for r in results:
+        by_round[round_of(r.assignment_id) or 0].append(r)
+        by_mode[r.mode].append(r)
+    total = _tally(results)
+    return Status(
+        candidates=total.candidates,
+        valid=total.valid,
+        admitted=total.admitted,
+        outcomes=dict(Counter(outcome_label(r) for r in results).most_common()),
+        valid_interval=wilson(total.valid, total.candidates),
+        cost_usd=sum(r.cost_usd for r in results),
+        mean_proposer_reward=sum(r.proposer_reward for r in results) / len(results) if results else 0.0,
+        retired=dict(Counter(e.reason for e in events if e.kind == "retired").most_common()),
+        rounds={k: _tally(v) for k, v in sorted(by_round.items())},
+        modes={k: _tally(v) for k, v in sorted(by_mode.items())},
+        rollouts=len(rollouts),
+    )
+
+
+def render(s: Status, pool_size: int, pool_by_category: dict[str, int]) -> str:
+    """Plain-text status for the terminal."""
+    lo, hi = s.valid_interval
+    cpv = f"${s.cost_per_valid:.4f}" if s.cost_per_valid is not None else "n/a (no valid environment yet)"
+    lines = [
+        f"pool: {pool_size} active" + (" (" + ", ".join(f"{c or 'uncategorized'} {n}" for c, n in sorted(pool_by_category.items())) + ")" if pool_by_category else ""),
+        f"candidates: {s.candidates}   admitted: {s.admitted}   solver rollouts: {s.rollouts}",
+        f"valid-environment rate: {s.valid}/{s.candidates} = {100 * s.valid_rate:.1f}% (95% CI {100 * lo:.1f}-{100 * hi:.1f}%)",
+        f"cost per valid environment: {cpv}   (proposer spend ${s.cost_usd:.4f})",
+        f"mean proposer reward: {s.mean_proposer_reward:.3f}",
+        "outcomes:",
+        *[f"  {label:<32} {n}" for label, n in s.outcomes.items()],
+    ]
+    if s.retired:
+        lines += ["retired:", *[f"  {reason:<32} {n}" for reason, n in s.retired.items()]]
+    if len(s.modes) > 1:
+        lines += ["by generation mode:", *[f"  {m:<10} {t.valid}/{t.candidates} valid, {t.admitted} admitted" for m, t in s.modes.items()]]
+    return "\n".join(lines)

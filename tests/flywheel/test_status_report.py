@@ -1,0 +1,71 @@
+"""Status numbers from result streams, and the HTML report."""
+
+import base64
+import re
+
+from aes_proto.messages import CalibrationResult, PoolEvent, RolloutSummary, Verdict
+
+from aes_lib.flywheel.report import build
+from aes_lib.flywheel.status import outcome_label, summarize, wilson
+
+OK = Verdict(stage="validate", ok=True, reason="ok")
+
+
+def _r(aid, decision, verdicts=(OK,), cost=0.01, mean=0.5, mode="agent"):
+    return CalibrationResult(idempotency_key=aid, episode_id=aid, env_id=aid, assignment_id=aid, decision=decision,
+                             verdicts=verdicts, cost_usd=cost, mean=mean, mode=mode,
+                             proposer_reward={"admitted": 1.0, "rejected": 0.0}.get(decision, 0.25))
+
+
+RESULTS = [
+    _r("r1-000", "admitted"),
+    _r("r1-001", "rejected", (Verdict(stage="validate", ok=False, reason="oracle_failed"),)),
+    _r("r1-002", "too_easy", mean=1.0),
+    _r("r2-000", "rejected", (OK, Verdict(stage="contamination", ok=False, reason="ngram_overlap"))),
+    _r("r2-001", "rejected", (Verdict(stage="validate", ok=False, reason="build_failed"),), mode="prompt"),
+    _r("r2-002", "admitted", mean=0.25),
+]
+EVENTS = [PoolEvent(idempotency_key="x", episode_id="x", env_id="e", kind="retired", reason="too_easy")]
+ROLLOUTS = [RolloutSummary(idempotency_key=f"s{i}", episode_id="e", rollout_id=f"s{i}", env_id="e", role="solver",
+                           reward=i / 4, purpose="calibration") for i in range(5)]
+
+
+def test_outcome_labels_name_the_failing_gate():
+    assert [outcome_label(r) for r in RESULTS] == [
+        "admitted", "validate:oracle_failed", "calibrate:too_easy", "contamination:ngram_overlap",
+        "validate:build_failed", "admitted"]
+
+
+def test_summary_counts_valid_rate_cost_and_rounds():
+    s = summarize(RESULTS, EVENTS, ROLLOUTS)
+    assert (s.candidates, s.valid, s.admitted) == (6, 4, 2)
+    assert s.outcomes["admitted"] == 2 and s.outcomes["validate:build_failed"] == 1
+    assert abs(s.cost_per_valid - 0.06 / 4) < 1e-12
+    assert s.retired == {"too_easy": 1}
+    assert {k: (t.candidates, t.valid, t.admitted) for k, t in s.rounds.items()} == {1: (3, 2, 1), 2: (3, 2, 1)}
+    assert s.modes["prompt"].valid == 0 and s.modes["agent"].valid == 4
+    lo, hi = s.valid_interval
+    assert lo < 4 / 6 < hi
+
+
+def test_wilson_interval():
+    assert wilson(0, 0) == (0.0, 1.0)
+    lo, hi = wilson(0, 10)
+    assert lo == 0.0 and 0.2 < hi < 0.35
+    lo, hi = wilson(50, 100)
+    assert abs((lo + hi) / 2 - 0.5) < 1e-9 and 0.39 < lo < 0.41
+
+
+def test_no_valid_environment_has_no_cost_per_valid():
+    s = summarize([RESULTS[1]], [], [])
+    assert s.cost_per_valid is None and s.valid_rate == 0.0
+
+
+def test_report_embeds_three_png_plots_and_the_numbers():
+    s = summarize(RESULTS, EVENTS, ROLLOUTS)
+    page = build(s, RESULTS, ROLLOUTS, pool_size=3, pool_by_category={"text": 3}, band=(0.25, 0.75))
+    images = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
+    assert len(images) == 3
+    assert all(base64.b64decode(b).startswith(b"\x89PNG") for b in images)
+    assert "valid-environment rate: 4/6" in page and "pool: 3 active (text 3)" in page
+    assert "contamination:ngram_overlap" in page
