@@ -11,4 +11,5 @@ SERVICES: dict[str, str] = {
     "contamination": "aes_services.contamination:ContaminationService",
     "review": "aes_services.review:ReviewService",
     "reset": "aes_services.reset_gate:ResetGateService",
+    "proposer": "aes_services.proposer:ProposerService",
 }

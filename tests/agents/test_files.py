@@ -15,7 +15,7 @@ FILES = {
     "task.toml": 'schema_version = "1.4"\n',
     "environment/Dockerfile": "FROM aes-base:latest\nWORKDIR /app\n",
     "solution/solve.sh": "#!/bin/bash\necho hello > /app/out.txt\n",
-    "tests/test.sh": "#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n",
+    "tests/test_out.py": "def test_out():\n    assert open('/app/out.txt').read() == 'hello\\n'\n",
 }
 
 
@@ -39,6 +39,9 @@ def test_missing_file_and_no_blocks():
     partial = {k: v for k, v in FILES.items() if k != "solution/solve.sh"}
     with pytest.raises(FileFormatError, match="missing required file.*solution/solve.sh"):
         parse_files(format_files(partial))
+    no_tests = {k: v for k, v in FILES.items() if not k.startswith("tests/")}
+    with pytest.raises(FileFormatError, match="no tests/test_\\*.py"):
+        parse_files(format_files(no_tests))
     with pytest.raises(FileFormatError, match="no '=== FILE"):
         parse_files("I cannot do that.")
 

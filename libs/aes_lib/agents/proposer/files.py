@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 from pathlib import Path, PurePosixPath
 
-REQUIRED = ("instruction.md", "task.toml", "environment/Dockerfile", "solution/solve.sh", "tests/test.sh")
+REQUIRED = ("instruction.md", "task.toml", "environment/Dockerfile", "solution/solve.sh")
+"""tests/test.sh is the managed verifier, installed by the harness; tests/test_*.py are the model's."""
 
 _BLOCK = re.compile(r"^=== FILE: *(?P<path>[^\n=]+?) *===[ \t]*\n(?P<body>.*?)^=== END ===[ \t]*$", re.DOTALL | re.MULTILINE)
 _WRAPPED = re.compile(r"\A```[\w+-]*[ \t]*\n(.*)\n```[ \t]*\n?\Z", re.DOTALL)
@@ -54,6 +55,9 @@ def parse_files(reply: str) -> dict[str, str]:
     missing = [r for r in REQUIRED if r not in files]
     if missing:
         raise FileFormatError(f"missing required file(s): {', '.join(missing)}")
+    if not any(PurePosixPath(p).parent == PurePosixPath("tests") and PurePosixPath(p).name.startswith("test_")
+               and p.endswith(".py") for p in files):
+        raise FileFormatError("no tests/test_*.py: the verifier needs at least one pytest file")
     return files
 
 

@@ -19,7 +19,7 @@ from pathlib import Path, PurePosixPath
 from aes_lib.agents.loop import LoopLimits, ToolResult
 from aes_lib.bundle import BundleError, PackedBundle, Task, pack
 from aes_lib.models import ChatClient
-from aes_lib.sandbox.images import BuildFailedError
+from aes_lib.sandbox import BuildFailedError, validate_task
 
 PREFIX = "aes-tool"
 USAGE = (
@@ -119,9 +119,7 @@ class ProposerTools:
         return ToolResult(0, f"build ok: image {tag}")
 
     async def _check(self, task: Task, rel: str, rest: list[str]) -> ToolResult:
-        from aes_lib.sandbox import validate_task
-
-        report = await validate_task(task, self.images)
+        report = await validate_task(task.root, self.images)
         lines = [
             f"valid: {report.ok} ({report.reason})",
             f"oracle reward: {report.oracle_reward}",
@@ -129,6 +127,8 @@ class ProposerTools:
         ]
         if report.detail:
             lines.append(report.detail)
+        if not report.ok and report.logs:
+            lines.append(report.logs)
         return ToolResult(0 if report.ok else 1, "\n".join(lines))
 
     async def _solver(self, task: Task, rel: str, rest: list[str]) -> ToolResult:

@@ -22,6 +22,7 @@ import msgspec
 from aes_lib.agents.history import RolloutEntry
 from aes_lib.agents.trajectory import load_trajectory
 from aes_lib.bundle import unpack
+from aes_lib.sandbox import VERIFIER_TEMPLATE
 from aes_proto.messages import Assignment, BlobRef
 
 HERE = Path(__file__).parent
@@ -64,12 +65,25 @@ def assignment_text(a: Assignment) -> str:
     return "\n".join(lines) + "\n"
 
 
+def install_verifier(task_dir: Path) -> None:
+    """Put the managed verifier at tests/test.sh (the harness's copy, not the model's)."""
+    (task_dir / "tests").mkdir(parents=True, exist_ok=True)
+    shutil.copy(VERIFIER_TEMPLATE / "test.sh", task_dir / "tests" / "test.sh")
+    (task_dir / "tests" / "test.sh").chmod(0o755)
+
+
+def install_template(dest: Path) -> None:
+    """The starting task directory: an example task plus the managed verifier."""
+    shutil.copytree(TEMPLATE, dest)
+    install_verifier(dest)
+
+
 def build_workspace(root: Path, assignment: Assignment, store, past: list[PastEnvironment], state_file: Path) -> Path:
     """Fill ``root`` (created) with everything the proposer reads; restore its memory and tools."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "assignment.md").write_text(assignment_text(assignment))
     shutil.copy(INSTRUCTIONS, root / "instructions.md")
-    shutil.copytree(TEMPLATE, root / "templates")
+    install_template(root / "templates")
     envs = root / "past_environments"
     trajs = root / "past_trajectories"
     envs.mkdir()

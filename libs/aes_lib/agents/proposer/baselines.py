@@ -1,0 +1,153 @@
+"""The paper's two non-agentic baselines.
+
+Prompt: one model call writes every file of the task (``files.py`` format);
+nothing is executed. Prompt + Env Feedback: the files are validated (build,
+oracle, empty solution) and the failure's logs go back to the model for up to
+``max_revisions`` more attempts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from aes_lib.agents.parse import truncate
+from aes_lib.agents.proposer.files import FileFormatError, UnsafeFilePathError, format_files, parse_files, write_files
+from aes_lib.agents.proposer.workspace import INSTRUCTIONS, TEMPLATE, assignment_text, install_verifier
+from aes_lib.agents.trajectory import Trajectory, Turn
+from aes_lib.bundle import BundleError, PackedBundle, pack
+from aes_lib.models import ChatClient, ModelError
+from aes_lib.sandbox import ValidationReport, validate_task
+from aes_proto.messages import Assignment
+
+SYSTEM_PROMPT = """You design tasks (training environments) for a terminal agent.
+Reply with every file of one task, each in this exact format and nothing else between files:
+
+=== FILE: <path relative to the task directory> ===
+<file contents>
+=== END ===
+
+Required: instruction.md, task.toml, environment/Dockerfile, solution/solve.sh, and at least one
+tests/test_*.py (pytest). Do not write tests/test.sh: the harness adds the managed verifier."""
+
+
+@dataclass(frozen=True)
+class BaselineLimits:
+    """Budgets of one Prompt / Prompt + Env Feedback generation."""
+
+    max_tokens: int = 2048
+    """Completion tokens per model call."""
+    temperature: float = 0.7
+    max_revisions: int = 2
+    """Feedback mode: revisions after the first attempt (0 makes it the Prompt baseline plus a check)."""
+    max_log_chars: int = 3000
+    """Validation log returned to the model per revision."""
+
+
+@dataclass
+class Generated:
+    """What one generation produced; ``packed`` is None when no task came out."""
+
+    trajectory: Trajectory
+    task_dir: Path | None = None
+    packed: PackedBundle | None = None
+    report: ValidationReport | None = None
+    """The last validation (feedback mode only)."""
+    failure: str = ""
+    """Why nothing came out: ``format_error`` | ``invalid_bundle`` | ``model_error``."""
+
+
+def _example() -> str:
+    files = {str(p.relative_to(TEMPLATE)): p.read_text() for p in sorted(TEMPLATE.rglob("*")) if p.is_file()}
+    return format_files(files)
+
+
+def first_prompt(a: Assignment, parent_dir: Path | None) -> str:
+    parts = [INSTRUCTIONS.read_text().split("## How to work")[0], assignment_text(a)]
+    if parent_dir is not None:
+        files = {str(p.relative_to(parent_dir)): p.read_text(errors="replace")
+                 for p in sorted(parent_dir.rglob("*")) if p.is_file() and p.stat().st_size < 20_000}
+        parts.append("## The parent task\n" + format_files(files))
+    parts.append("## Example of the reply format (a trivial task)\n" + _example())
+    parts.append("Now write the new task's files.")
+    return "\n\n".join(parts)
+
+
+async def _attempt(client: ChatClient, traj: Trajectory, limits: BaselineLimits, out: Path) -> tuple[Path | None, str]:
+    """One model call; the task written to ``out`` or the reason it was not."""
+    try:
+        chat = await client.chat(traj.messages, max_tokens=limits.max_tokens, temperature=limits.temperature)
+    except ModelError as e:
+        traj.error = str(e)
+        return None, "model_error"
+    traj.turns.append(Turn(index=len(traj.turns), reply=chat.text, prompt_token_ids=chat.prompt_token_ids,
+                           completion_token_ids=chat.completion_token_ids, completion_logprobs=chat.completion_logprobs,
+                           prompt_tokens=chat.prompt_tokens, completion_tokens=chat.completion_tokens,
+                           model_seconds=chat.seconds))
+    traj.prompt_tokens += chat.prompt_tokens
+    traj.completion_tokens += chat.completion_tokens
+    traj.cost_usd += chat.cost_usd
+    traj.messages.append({"role": "assistant", "content": chat.text})
+    try:
+        files = parse_files(chat.text)
+    except (FileFormatError, UnsafeFilePathError) as e:
+        traj.format_errors += 1
+        traj.turns[-1].format_error = True
+        traj.turns[-1].output = str(e)
+        return None, f"format_error: {e}"
+    shutil.rmtree(out, ignore_errors=True)
+    write_files(files, out)
+    install_verifier(out)
+    return out, ""
+
+
+async def generate(
+    a: Assignment,
+    client: ChatClient,
+    workdir: Path,
+    *,
+    mode: str,
+    images=None,
+    parent_dir: Path | None = None,
+    limits: BaselineLimits = BaselineLimits(),
+) -> Generated:
+    """``mode`` ``prompt`` (one call) or ``feedback`` (validate and revise; needs ``images``)."""
+    if mode not in ("prompt", "feedback"):
+        raise ValueError(f"baseline mode must be prompt or feedback, got {mode!r}")
+    traj = Trajectory(rollout_id=uuid.uuid4().hex, role="proposer", env_id=a.parent_env_id or "", model=client.model)
+    traj.instruction = first_prompt(a, parent_dir)
+    traj.messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": traj.instruction}]
+    out = workdir / "task"
+    rounds = 1 + (limits.max_revisions if mode == "feedback" else 0)
+    result = Generated(trajectory=traj)
+    for _ in range(rounds):
+        task_dir, why = await _attempt(client, traj, limits, out)
+        if task_dir is None:
+            result.failure = why.split(":")[0]
+            if why == "model_error":
+                break
+            feedback = f"Your reply could not be used: {why}\nReply with all files again."
+        else:
+            result.failure = ""
+            if mode == "prompt":
+                result.task_dir = task_dir
+                break
+            report = await validate_task(task_dir, images)
+            result.report, result.task_dir = report, task_dir
+            if report.ok:
+                break
+            feedback = (f"Validation failed: {report.reason}: {report.detail}\n"
+                        f"{truncate(report.logs, limits.max_log_chars)}\nFix the task and reply with all files again.")
+        traj.turns[-1].output = feedback if traj.turns else ""
+        traj.messages.append({"role": "user", "content": feedback})
+    traj.stop_reason = "submitted" if result.task_dir else (result.failure or "format_error")
+    if result.task_dir is not None:
+        try:
+            result.packed = await asyncio.to_thread(pack, result.task_dir)
+        except BundleError as e:
+            result.failure, result.packed = "invalid_bundle", None
+            traj.error = f"{type(e).__name__}: {e}"
+    return result
