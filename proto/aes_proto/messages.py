@@ -257,6 +257,12 @@ class LearnerStats(Message, frozen=True):
     groups_dropped: int = 0
     tokens: int = 0
     carried_over: int = 0
+    masked_tokens: int = 0
+    """Tokens whose gradient the mask removed (how often it fired this step)."""
+    role: Role = "solver"
+    """Whose groups the step trained on."""
+    grad_norm: float = 0.0
+    """Gradient norm before clipping."""
 
 
 class DeadLetter(Message, frozen=True):
