@@ -12,4 +12,5 @@ SERVICES: dict[str, str] = {
     "review": "aes_services.review:ReviewService",
     "reset": "aes_services.reset_gate:ResetGateService",
     "proposer": "aes_services.proposer:ProposerService",
+    "learner": "aes_services.learner:LearnerService",
 }
