@@ -1,0 +1,77 @@
+"""``aes pool seed|list|review|export``: the active pool of environments."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import uuid
+from pathlib import Path
+
+from aes_proto import subjects
+from aes_proto.messages import PoolReview
+
+from aes_lib.bus import Bus
+from aes_lib.config import Settings
+from aes_lib.flywheel.config import FlywheelConfig
+from aes_lib.flywheel.pool_store import BUCKET, PoolStore
+from aes_lib.flywheel.seeding import SEEDS_DIR, export, seed_dirs, seed_pool
+
+
+async def _with_bus(fn):
+    config = FlywheelConfig.from_env()
+    async with await Bus.connect(Settings.from_env(), name="aes-cli") as bus:
+        return await fn(bus, PoolStore(await bus.kv(BUCKET), config.pool_capacity))
+
+
+def _seed(args: argparse.Namespace) -> int:
+    async def go(bus, store):
+        events = await seed_pool(bus, store, seed_dirs(args.seeds))
+        idx, _ = await store.index()
+        print(f"seeded {len(events)} tasks from {args.seeds}; pool has {len(idx.active)}")
+    asyncio.run(_with_bus(go))
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    async def go(bus, store):
+        for e in await store.active_entries():
+            mean = "-" if e.mean_reward is None else f"{e.mean_reward:.2f}"
+            print(f"{e.env_id[:16]}  {e.source:<11} {e.category or '-':<18} mean {mean:<5} {e.name}")
+    asyncio.run(_with_bus(go))
+    return 0
+
+
+def _review(args: argparse.Namespace) -> int:
+    async def go(bus, store):
+        key = f"review:manual:{uuid.uuid4().hex[:12]}"
+        await bus.publish(subjects.POOL_REVIEW, PoolReview(
+            idempotency_key=key, episode_id=key, round=args.round, step="review", rerun=not args.no_rerun, fresh=args.fresh))
+        print(f"requested {key}")
+    asyncio.run(_with_bus(go))
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    async def go(bus, store):
+        entries = await store.active_entries()
+        registry = await asyncio.to_thread(export, entries, bus.blobs, args.dir)
+        print(f"exported {len(entries)} tasks to {args.dir} (index: {registry})")
+    asyncio.run(_with_bus(go))
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("pool", help="the active pool of environments")
+    ps = p.add_subparsers(dest="pool_command", required=True)
+    s = ps.add_parser("seed", help="load the bundled seed tasks into the blob store and the pool")
+    s.add_argument("--seeds", type=Path, default=SEEDS_DIR, help="folder of Harbor task directories")
+    s.set_defaults(func=_seed)
+    ps.add_parser("list", help="active environments").set_defaults(func=_list)
+    r = ps.add_parser("review", help="rerun the solver on the pool, retire out-of-band tasks, plan replacements")
+    r.add_argument("--round", type=int, default=0, help="round number for the planned assignments' ids")
+    r.add_argument("--fresh", type=int, default=0, help="new assignments to plan besides replacements")
+    r.add_argument("--no-rerun", action="store_true", help="plan only, without rerunning the solver")
+    r.set_defaults(func=_review)
+    e = ps.add_parser("export", help="write the pool as a Harbor dataset (task dirs + registry.json)")
+    e.add_argument("dir", type=Path)
+    e.set_defaults(func=_export)

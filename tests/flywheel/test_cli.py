@@ -1,0 +1,62 @@
+"""``aes pool seed|list|export``, ``aes status`` and ``aes report`` as subprocesses against a real bus."""
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+
+from aes_proto import subjects
+from aes_proto.messages import CalibrationResult, PoolEvent, Verdict
+
+from aes_lib.bundle import Task
+from aes_lib.flywheel.pool_store import BUCKET, PoolStore
+from aes_lib.flywheel.seeding import seed_dirs
+
+AES = [sys.executable, "-m", "aes_cli.main"]
+
+
+async def aes(settings, *args) -> str:
+    env = dict(os.environ, AES_NATS_URL=settings.nats_url, AES_NATS_USER=settings.nats_user,
+               AES_NATS_PASSWORD=settings.nats_password, AES_HOME=str(settings.home), AES_BLOB_URL=settings.blob_url)
+    p = await asyncio.create_subprocess_exec(*AES, *args, env=env, stdout=asyncio.subprocess.PIPE,
+                                             stderr=asyncio.subprocess.STDOUT)
+    out, _ = await p.communicate()
+    assert p.returncode == 0, out.decode()
+    return out.decode()
+
+
+async def test_seed_is_idempotent_and_export_writes_a_harbor_dataset(fresh_nats, bus, tmp_path):
+    n = len(seed_dirs())
+    assert f"seeded {n} tasks" in await aes(fresh_nats, "pool", "seed")
+    assert f"pool has {n}" in await aes(fresh_nats, "pool", "seed")  # again: nothing added
+    idx, _ = await PoolStore(await bus.kv(BUCKET)).index()
+    assert len(idx.active) == n
+    admitted = [e for e in await bus.history(subjects.POOL_EVENT, PoolEvent) if e.kind == "admitted"]
+    assert len(admitted) == n  # the second seeding republished the same keys: dropped
+    listing = await aes(fresh_nats, "pool", "list")
+    assert "csv-sales-rollup" in listing and len(listing.splitlines()) == n
+
+    out = tmp_path / "dataset"
+    await aes(fresh_nats, "pool", "export", str(out))
+    registry = json.loads((out / "registry.json").read_text())["tasks"]
+    assert len(registry) == n and {r["env_id"] for r in registry} == set(idx.active)
+    for r in registry:
+        task = Task.load(out / r["path"])  # a complete, checked Harbor task directory
+        assert task.name == r["name"] and (task.solution_dir / "solve.sh").is_file()
+
+
+async def test_status_and_report_read_the_result_streams(fresh_nats, bus, tmp_path):
+    ok = Verdict(stage="validate", ok=True, reason="ok")
+    for aid, decision, verdicts in [("r1-000", "admitted", (ok,)), ("r1-001", "too_hard", (ok,)),
+                                    ("r1-002", "rejected", (Verdict(stage="validate", ok=False, reason="nop_passed"),))]:
+        await bus.publish(subjects.RESULT_CALIBRATION, CalibrationResult(
+            idempotency_key=aid, episode_id=aid, env_id=aid, assignment_id=aid, decision=decision,
+            verdicts=verdicts, cost_usd=0.5, mean=0.5))
+    status = await aes(fresh_nats, "status")
+    assert "valid-environment rate: 2/3" in status
+    assert "cost per valid environment: $0.7500" in status
+    assert "validate:nop_passed" in status and "calibrate:too_hard" in status
+    await aes(fresh_nats, "report", str(tmp_path / "r.html"))
+    page = (tmp_path / "r.html").read_text()
+    assert page.count("data:image/png;base64,") == 3 and "validate:nop_passed" in page
