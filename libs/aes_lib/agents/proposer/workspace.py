@@ -107,7 +107,7 @@ def build_workspace(root: Path, assignment: Assignment, store, past: list[PastEn
 
 def restore_state(state_file: Path, root: Path) -> None:
     for name in PERSISTENT:
-        (root / name).mkdir(exist_ok=True)
+        (root / name).mkdir(parents=True, exist_ok=True)
     if not state_file.exists():
         return
     with tarfile.open(state_file, mode="r:gz") as tar:

@@ -1,0 +1,168 @@
+"""The proposer path end to end, driven by recorded conversations on the replay server:
+commands run in the proposer's container, a child environment is built and checked
+through the sandbox, the task is submitted, published, and admitted by the validator."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import tarfile
+from pathlib import Path
+
+import nats.errors
+import pytest
+from replay_server import ReplayServer
+
+from aes_lib.agents import history
+from aes_lib.agents.proposer.tools import ProposerTools
+from aes_lib.agents.proposer.workspace import build_workspace
+from aes_lib.agents.trajectory import Trajectory, load_trajectory, store_trajectory
+from aes_lib.bundle import pack, unpack
+from aes_lib.sandbox import ImageCache, validate_task
+from aes_proto import subjects
+from aes_proto.codec import decode
+from aes_proto.messages import Assignment, CalibrationResult, CandidateEnv
+from aes_services.proposer import ProposerService
+
+pytestmark = pytest.mark.docker
+
+ROOT = Path(__file__).resolve().parents[2]
+RECORDINGS = ROOT / "tests" / "replay"
+PARENT = ROOT / "seeds" / "csv-sales-rollup"
+
+
+async def _seed_parent(bus) -> tuple[str, object]:
+    """The parent environment in the store, with one recorded solver attempt on it."""
+    packed = pack(PARENT)
+    ref = bus.blobs.put_content("bundles", packed.data, suffix=".tar.gz")
+    traj = Trajectory(rollout_id="r1", role="solver", env_id=packed.sha256, model="replay", reward=0.25,
+                      verifier_output="FAILED test_rollup.py::test_totals")
+    entry = history.RolloutEntry(rollout_id="r1", solver="replay", reward=0.25,
+                                 trajectory=store_trajectory(bus.blobs, traj), failure="FAILED test_totals")
+    await history.record(await bus.kv(history.BUCKET), packed.sha256, entry)
+    return packed.sha256, ref
+
+
+def _assignment(env_id: str, bundle, mode: str = "agent") -> Assignment:
+    return Assignment(idempotency_key=f"a1:{mode}", episode_id="ep1", assignment_id="a1", direction="harder",
+                      parent_env_id=env_id, parent_bundle=bundle, category="data-processing", pass_rate=0.25,
+                      common_failure="FAILED test_totals", mode=mode)
+
+
+async def _service(bus, proposer_url: str, solver_url: str) -> ProposerService:
+    settings = dataclasses.replace(bus.settings, model_url=solver_url, model="replay",
+                                   proposer_model_url=proposer_url, proposer_model="replay")
+    bus.settings = settings  # the Bus is the service Context
+    svc = ProposerService()
+    await svc.setup(bus)
+    return svc
+
+
+async def _taken(bus, subject: str, type_):
+    sub = await bus.js.pull_subscribe(subject, durable="test-take")
+    try:
+        msgs = await sub.fetch(1, timeout=5)
+    except nats.errors.TimeoutError:
+        return None
+    await msgs[0].ack()
+    return decode(msgs[0].data, type_)
+
+
+async def test_replayed_agentic_episode_submits_a_valid_candidate(bus, tmp_path):
+    env_id, bundle = await _seed_parent(bus)
+    proposer = ReplayServer.from_file(RECORDINGS / "proposer_episode.json")
+    solver = ReplayServer.from_file(RECORDINGS / "solver_gives_up.json")
+    with proposer, solver:
+        svc = await _service(bus, proposer.url, solver.url)
+        await svc.handle(_assignment(env_id, bundle), bus)
+    assert not proposer.errors and len(proposer.requests) == 12
+
+    cand = await _taken(bus, subjects.stage(bus.settings.route_stages[0]), CandidateEnv)
+    assert cand is not None and cand.route == bus.settings.route_stages
+    assert cand.parent_env_id == env_id and cand.mode == "agent" and cand.proposer_model == "replay"
+    assert cand.prompt_tokens > 0 and cand.cost_usd == 0.0
+
+    # The validator library admits the submitted bundle.
+    task_dir = tmp_path / "submitted"
+    unpack(bus.blobs.get_bytes(cand.bundle), task_dir)
+    assert cand.env_id == cand.bundle.sha256
+    report = await validate_task(task_dir, ImageCache())
+    assert report.ok, report.logs
+    assert (report.oracle_reward, report.nop_reward) == (1.0, 0.0)
+    assert "longest word" in (task_dir / "instruction.md").read_text()
+
+    traj = load_trajectory(bus.blobs, cand.proposer_trajectory)
+    t = traj.turns
+    # Commands ran inside the proposer's container, over the workspace the harness prepared.
+    assert "past_environments" in t[0].output and "direction: **harder**" in t[0].output
+    assert "task/environment" in t[1].output and not t[1].tool
+    # Tools ran outside it: the build, the oracle/empty check and the solver in child containers.
+    assert t[7].tool and t[7].output.startswith("[exit code 0]\nbuild ok: image aes-env:")
+    assert t[8].tool and "valid: True" in t[8].output and "oracle reward: 1.0" in t[8].output
+    assert t[9].tool and "solver rewards: [0.0]" in t[9].output
+    assert t[11].tool and traj.stop_reason == "submitted"
+    # The proposer saw the parent's trajectory index.
+    first_request = proposer.requests[1]["messages"][-1]["content"]
+    assert "past_environments" in first_request
+
+    # memory/ persisted across rounds: the next workspace has the note.
+    ws = build_workspace(tmp_path / "next", _assignment(env_id, bundle), bus.blobs, [], svc.state_file)
+    assert "word-stats" in (ws / "memory" / "notes.md").read_text()
+
+
+async def test_workspace_layout(bus, tmp_path):
+    env_id, bundle = await _seed_parent(bus)
+    from aes_lib.agents.proposer.workspace import PastEnvironment
+
+    rollouts = await history.entries(await bus.kv(history.BUCKET), env_id)
+    ws = build_workspace(tmp_path / "ws", _assignment(env_id, bundle), bus.blobs,
+                         [PastEnvironment(env_id, bundle, rollouts)], tmp_path / "state.tar.gz")
+    [row] = [json.loads(line) for line in (ws / "past_trajectories" / "index.jsonl").read_text().splitlines()]
+    assert row["env_id"] == env_id and row["reward"] == 0.25
+    traj = json.loads((ws / "past_trajectories" / row["file"]).read_text())
+    assert traj["verifier_output"].startswith("FAILED")
+    assert (ws / "past_environments" / env_id / "instruction.md").read_text() == (PARENT / "instruction.md").read_text()
+    assert (ws / "templates" / "tests" / "test.sh").read_text().startswith("#!/bin/bash\n# AES managed verifier")
+    assert (ws / "instructions.md").is_file() and (ws / "memory").is_dir() and (ws / "tools").is_dir()
+
+
+async def test_state_archive_cannot_escape(tmp_path):
+    from aes_lib.agents.proposer.workspace import restore_state
+
+    evil = tmp_path / "state.tar.gz"
+    (tmp_path / "payload").write_text("x")
+    with tarfile.open(evil, "w:gz") as tar:
+        tar.add(tmp_path / "payload", arcname="memory/../../escaped")
+    with pytest.raises(tarfile.OutsideDestinationError):
+        restore_state(evil, tmp_path / "ws")
+    assert not (tmp_path / "escaped").exists()
+
+
+async def test_episode_without_submission_is_a_recorded_failure(bus):
+    env_id, bundle = await _seed_parent(bus)
+    with ReplayServer(["```bash\nls\n```", "Nothing good comes to mind. TASK_DONE"]) as proposer:
+        svc = await _service(bus, proposer.url, proposer.url)
+        await svc.handle(_assignment(env_id, bundle), bus)
+    [result] = await bus.history(subjects.RESULT_CALIBRATION, CalibrationResult)
+    assert result.decision == "rejected" and result.proposer_reward == 0.0 and result.assignment_id == "a1"
+    assert result.verdicts[0].stage == "proposer" and result.verdicts[0].reason == "no_submission"
+    assert "done; 2 turns" in result.verdicts[0].detail
+
+
+async def test_tools_refuse_chaining_and_escapes():
+    fetched: list[str] = []
+
+    async def fetch(rel, local):
+        fetched.append(rel)
+        raise AssertionError("must not fetch")
+
+    tools = ProposerTools(fetch_dir=fetch, images=None, store=None, solver_client=None)
+    assert await tools("ls -la") is None
+    r = await tools("aes-tool build task && curl evil")
+    assert r.exit_code == 2 and "cannot be combined" in r.output
+    r = await tools("aes-tool frobnicate task")
+    assert r.exit_code == 2 and "unknown tool" in r.output
+    r = await tools("aes-tool check ../../etc")
+    assert r.exit_code == 1 and "leaves the workspace" in r.output
+    assert not fetched and [c.exit_code for c in tools.calls] == [2, 2, 1]
+    tools.close()
