@@ -1,0 +1,120 @@
+"""Driving flywheel rounds from outside the services, and following them on the bus.
+
+A round starts with a ``PoolReview`` (plan only, or review then plan); the
+planner answers with assignments; each assignment ends, possibly after
+revisions, in a final ``CalibrationResult`` (admitted, or not sent back) or in
+a dead letter. ``RoundTracker`` turns the stream of messages into "is the round
+over", ``describe`` into one progress line per stage outcome.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Union
+
+import msgspec
+
+from aes_proto import subjects
+from aes_proto.messages import (
+    MESSAGE_TYPES,
+    Assignment,
+    CalibrationResult,
+    CandidateEnv,
+    ContaminationResult,
+    DeadLetter,
+    GateResult,
+    Message,
+    PoolEvent,
+    PoolReview,
+    ReviewResult,
+    RolloutSummary,
+    ValidationResult,
+)
+
+from aes_lib.flywheel.planner import round_of
+from aes_lib.flywheel.status import outcome_label
+
+_any = msgspec.msgpack.Decoder(Union[MESSAGE_TYPES])  # type: ignore[valid-type]
+
+
+def decode_any(data: bytes) -> Message | None:
+    """Any wire message by its type tag; None for bytes that are no message of ours."""
+    try:
+        return _any.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError, ValueError):
+        return None
+
+
+def _short(env_id: str) -> str:
+    return env_id[:12] or "-"
+
+
+def describe(subject: str, m: Message) -> str | None:
+    """One progress line for a stage outcome; None for messages not worth a line."""
+    match m:
+        case Assignment():
+            return (f"assignment {m.assignment_id} rev{m.revision}: {m.direction} from {_short(m.parent_env_id or '')}"
+                    f" [{m.category or 'uncategorized'}]")
+        case CandidateEnv():
+            return f"  candidate {_short(m.env_id)} ({m.assignment_id} rev{m.revision}) -> {subject.rsplit('.', 1)[-1]}"
+        case ValidationResult():
+            return f"  validate {_short(m.env_id)}: {m.reason}"
+        case ContaminationResult():
+            return f"  contamination {_short(m.env_id)}: {'ok' if m.ok else 'overlap ' + repr(m.matched_ngram[:40])}"
+        case ReviewResult():
+            return f"  review {_short(m.env_id)}: {'ok' if m.ok else 'failed'}{'' if m.enforced else ' (advisory)'}"
+        case GateResult():
+            return f"  {m.gate} {_short(m.env_id)}: {m.reason}"
+        case RolloutSummary() if m.role == "solver":
+            return f"    {m.purpose} rollout on {_short(m.env_id)}: reward {m.reward:.2f}" + (f" ({m.failure[:60]})" if m.failure else "")
+        case CalibrationResult():
+            tail = f", revision {m.revision + 1} requested" if m.resubmitted else ""
+            return (f"result {m.assignment_id} rev{m.revision}: {outcome_label(m)} (mean {m.mean:.2f}, "
+                    f"proposer reward {m.proposer_reward:.2f}){tail}")
+        case PoolEvent():
+            return f"pool: {m.kind} {_short(m.env_id)} ({m.reason}); size {m.pool_size}"
+        case DeadLetter():
+            return f"dead letter from {m.consumer} after {m.deliveries} deliveries: {m.error[:120]}"
+    return None
+
+
+def _on_admission_path(subject: str) -> bool:
+    """A dead letter that ends an assignment: the assignment or its candidate died,
+    not a side consumer (stats, learner) of one of its messages."""
+    return subject == subjects.ASSIGNMENT or subject.startswith(subjects.CANDIDATE_PREFIX + ".")
+
+
+@dataclasses.dataclass
+class RoundTracker:
+    """Whether every assignment of ``round`` has reached its end."""
+
+    round: int
+    expected: int | None = None
+    """Assignments the planner will publish; known once the plan step is seen."""
+    started: set[str] = dataclasses.field(default_factory=set)
+    finished: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Assignment id -> how it ended (outcome label or ``dead_letter``)."""
+
+    def observe(self, m: Message) -> None:
+        match m:
+            case PoolReview(step="plan") if m.round == self.round:
+                self.expected = m.fresh + len(m.retired)
+            case Assignment() if m.round == self.round or round_of(m.assignment_id) == self.round:
+                self.started.add(m.assignment_id)
+            case CalibrationResult() if round_of(m.assignment_id) == self.round:
+                if m.decision == "admitted" or not m.resubmitted:
+                    self.finished[m.assignment_id] = outcome_label(m)
+            case DeadLetter() if round_of(m.episode_id) == self.round and _on_admission_path(m.subject):
+                self.finished.setdefault(m.episode_id, "dead_letter")
+
+    def set_empty_pool(self) -> None:
+        """With no parent in the pool the planner publishes nothing."""
+        self.expected = 0
+
+    @property
+    def done(self) -> bool:
+        return (
+            self.expected is not None
+            and len(self.finished) >= self.expected
+            and self.started <= set(self.finished)
+        )

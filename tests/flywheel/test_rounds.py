@@ -1,0 +1,58 @@
+"""Following a round: when it is over, and what each stage outcome prints."""
+
+from aes_proto import subjects
+from aes_proto.codec import encode
+from aes_proto.messages import Assignment, CalibrationResult, DeadLetter, PoolReview, Verdict
+
+from aes_lib.flywheel.rounds import RoundTracker, decode_any, describe
+
+
+def _a(aid, rnd=1, rev=0):
+    return Assignment(idempotency_key=f"{aid}:{rev}", episode_id=aid, assignment_id=aid, direction="harder", round=rnd, revision=rev)
+
+
+def _res(aid, decision, resubmitted=False, rev=0):
+    return CalibrationResult(idempotency_key=f"{aid}:{rev}:res", episode_id=aid, env_id="e" * 64, assignment_id=aid,
+                             decision=decision, resubmitted=resubmitted, revision=rev,
+                             verdicts=(Verdict(stage="validate", ok=decision != "rejected", reason="oracle_failed"),))
+
+
+def test_round_ends_when_every_assignment_ends_including_revisions():
+    t = RoundTracker(round=1)
+    for m in (_a("r1-000"), _a("r1-001"), _a("r0-000", rnd=0)):
+        t.observe(m)
+    assert not t.done  # the plan step (how many to expect) not seen yet
+    t.observe(PoolReview(idempotency_key="p", episode_id="p", round=1, step="plan", fresh=2))
+    t.observe(_res("r1-000", "too_hard", resubmitted=True))  # sent back: not over
+    t.observe(_res("r1-001", "admitted"))
+    assert not t.done
+    t.observe(_a("r1-000", rev=1))
+    t.observe(_res("r1-000", "rejected", rev=1))
+    assert t.done and t.finished == {"r1-000": "validate:oracle_failed", "r1-001": "admitted"}
+
+
+def test_dead_letter_on_the_admission_path_ends_an_assignment():
+    t = RoundTracker(round=2)
+    t.observe(PoolReview(idempotency_key="p", episode_id="p", round=2, step="plan", fresh=1))
+    t.observe(_a("r2-000", rnd=2))
+    side = DeadLetter(idempotency_key="d0", episode_id="r2-000", subject=subjects.ROLLOUT_SUMMARY, stream="S",
+                      consumer="planner-stats", deliveries=6, error="x", data=b"")
+    t.observe(side)
+    assert not t.done
+    t.observe(DeadLetter(idempotency_key="d1", episode_id="r2-000", subject=subjects.stage("validate"), stream="S",
+                         consumer="validator", deliveries=6, error="boom", data=b""))
+    assert t.done and t.finished == {"r2-000": "dead_letter"}
+
+
+def test_empty_pool_round_is_immediately_done():
+    t = RoundTracker(round=0)
+    t.set_empty_pool()
+    assert t.done
+
+
+def test_describe_and_decode_any():
+    m = decode_any(encode(_res("r1-000", "too_hard", resubmitted=True)))
+    line = describe(subjects.RESULT_CALIBRATION, m)
+    assert line.startswith("result r1-000 rev0: calibrate:too_hard") and "revision 1 requested" in line
+    assert describe(subjects.ASSIGNMENT, _a("r1-000")).startswith("assignment r1-000 rev0: harder")
+    assert decode_any(b"\x00garbage") is None
