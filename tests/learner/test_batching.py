@@ -1,0 +1,85 @@
+"""Advantages, zero-variance dropping, oversampling and carry-over in the batcher."""
+
+import pytest
+
+from aes_lib.learner import Batcher, LearnerConfig, LearnerConfigError, Sample, TokenizedTurn, centred, has_signal
+
+TURN = TokenizedTurn((1, 2), (3,), (-0.5,))
+
+
+def _sample(group, i, reward, role="solver", finished=True):
+    return Sample(f"{group}-{i}", group, role, reward, (TURN,), finished=finished)
+
+
+def _add_group(batcher, group, rewards, role="solver"):
+    for i, r in enumerate(rewards):
+        batcher.add(_sample(group, i, r, role))
+
+
+def test_centring_has_no_std_division():
+    assert centred([1.0, 0.0, 0.0, 0.0]) == [0.75, -0.25, -0.25, -0.25]
+    assert centred([0.5, 0.7]) == pytest.approx([-0.1, 0.1])  # std division would give [-1, 1]
+    assert has_signal([0.0, 0.5]) and not has_signal([0.3, 0.3, 0.3]) and not has_signal([1.0])
+    with pytest.raises(ValueError, match="empty group"):
+        centred([])
+
+
+def test_batch_fills_by_oversampling_past_zero_variance_groups():
+    b = Batcher(LearnerConfig(solver_group_size=4, groups_per_batch=2))
+    _add_group(b, "all-fail", [0, 0, 0, 0])
+    _add_group(b, "useful-1", [1, 0, 0, 0])
+    assert b.next_batch() is None  # one useful group of two
+    _add_group(b, "all-pass", [1, 1, 1, 1])
+    _add_group(b, "useful-2", [1, 1, 0.5, 0])
+    batch = b.next_batch()
+    assert batch is not None and batch.role == "solver"
+    assert [g.group_id for g in batch.groups] == ["useful-1", "useful-2"]
+    assert batch.dropped == 2
+    assert batch.groups[0].advantages == (0.75, -0.25, -0.25, -0.25)
+    assert batch.groups[1].advantages == (0.375, 0.375, -0.125, -0.625)
+    assert b.next_batch() is None
+
+
+def test_incomplete_and_unfinished_samples_carry_over_with_their_logprobs():
+    b = Batcher(LearnerConfig(solver_group_size=3, groups_per_batch=1))
+    b.add(_sample("late", 0, 1.0))
+    b.add(_sample("late", 1, 0.0, finished=False))  # still running at publish time
+    _add_group(b, "g", [1, 0, 0])
+    batch = b.next_batch()
+    assert [g.group_id for g in batch.groups] == ["g"] and batch.carried_over == 2
+    # The unfinished attempt's final version replaces it; the group completes next update.
+    b.add(_sample("late", 1, 0.0))
+    b.add(_sample("late", 2, 0.0))
+    batch = b.next_batch()
+    assert [s.rollout_id for s in batch.groups[0].samples] == ["late-0", "late-1", "late-2"]
+    assert batch.groups[0].samples[0].turns[0].sampler_logprobs == (-0.5,)
+    assert batch.carried_over == 0
+
+
+def test_roles_use_their_own_group_sizes_and_a_trained_group_ignores_duplicates():
+    b = Batcher(LearnerConfig(solver_group_size=2, proposer_group_size=3, groups_per_batch=1))
+    _add_group(b, "p", [1, 0], role="proposer")
+    assert b.next_batch() is None  # proposer group needs 3
+    b.add(_sample("p", 2, 0, role="proposer"))
+    batch = b.next_batch()
+    assert batch.role == "proposer" and batch.groups[0].advantages == pytest.approx((2 / 3, -1 / 3, -1 / 3))
+    b.add(_sample("p", 0, 1, role="proposer"))  # a redelivery after training
+    assert b.pending == 0
+    with pytest.raises(ValueError, match="role must be"):
+        b.add(_sample("x", 0, 1, role="critic"))
+
+
+def test_config_validation_and_env(monkeypatch):
+    assert LearnerConfig().lr == 1e-6 and LearnerConfig().groups_per_batch == 16
+    assert LearnerConfig().solver_group_size == 16 and LearnerConfig().proposer_group_size == 128
+    with pytest.raises(LearnerConfigError, match="group sizes must be >= 2"):
+        LearnerConfig(solver_group_size=1)
+    with pytest.raises(LearnerConfigError, match="kernel_backend"):
+        LearnerConfig(kernel_backend="cuda")
+    monkeypatch.setenv("AES_LEARNER_LR", "0.001")
+    monkeypatch.setenv("AES_LEARNER_GROUPS_PER_BATCH", "4")
+    cfg = LearnerConfig.from_env()
+    assert cfg.lr == 0.001 and cfg.groups_per_batch == 4
+    monkeypatch.setenv("AES_LEARNER_GROUPS_PER_BATCH", "four")
+    with pytest.raises(LearnerConfigError, match="AES_LEARNER_GROUPS_PER_BATCH"):
+        LearnerConfig.from_env()

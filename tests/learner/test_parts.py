@@ -1,0 +1,76 @@
+"""Trajectory conversion, the loss registry, checkpoints and the trainer's token alignment."""
+
+import pytest
+import torch
+
+from aes_lib.agents.trajectory import Trajectory, Turn
+from aes_lib.blobstore import open_store
+from aes_lib.learner import (
+    CheckpointError,
+    DppoTrainer,
+    LearnerConfig,
+    TokenizedTurn,
+    TrajectoryFormatError,
+    UnknownLossError,
+    get_loss,
+    load_checkpoint,
+    save_checkpoint,
+    turns_from_trajectory,
+)
+from aes_lib.learner.trainer import _micro_batches, _Seq
+
+from .helpers import tiny_llama
+
+
+def test_turns_from_trajectory_skips_empty_turns_and_rejects_mismatched_logprobs():
+    ok = Turn(index=0, reply="a", prompt_token_ids=[1, 2], completion_token_ids=[3, 4], completion_logprobs=[-0.1, -2.0])
+    empty = Turn(index=1, reply="", prompt_token_ids=[1], completion_token_ids=[], completion_logprobs=[])
+    traj = Trajectory(rollout_id="r", role="solver", turns=[ok, empty])
+    assert turns_from_trajectory(traj) == (TokenizedTurn((1, 2), (3, 4), (-0.1, -2.0)),)
+    bad = Turn(index=2, reply="b", prompt_token_ids=[1], completion_token_ids=[3, 4], completion_logprobs=[-0.1])
+    with pytest.raises(TrajectoryFormatError, match="trajectory r turn 2: 2 completion ids but 1 log-probs"):
+        turns_from_trajectory(Trajectory(rollout_id="r", role="solver", turns=[bad]))
+    with pytest.raises(TrajectoryFormatError, match="<= 0"):
+        TokenizedTurn((1,), (2,), (0.5,))
+
+
+def test_loss_registry():
+    assert get_loss("dppo_tv").keywords == {"divergence": "tv"}
+    assert get_loss("dppo_kl").keywords == {"divergence": "kl"}
+    with pytest.raises(UnknownLossError, match="unknown loss 'ppo_clip'"):
+        get_loss("ppo_clip")
+
+
+def test_checkpoint_roundtrip_through_blob_store(tmp_path):
+    store = open_store(f"file://{tmp_path}")
+    src, dst = tiny_llama(seed=1), tiny_llama(seed=2)
+    ref = save_checkpoint(store, "ck/v1.safetensors", src, {"version": "1"})
+    load_checkpoint(store, ref, dst)
+    for (k, a), (_, b) in zip(src.state_dict().items(), dst.state_dict().items()):
+        assert torch.equal(a, b), k
+    other = torch.nn.Linear(3, 3)
+    with pytest.raises(CheckpointError, match="does not fit the model"):
+        load_checkpoint(store, ref, other)
+
+
+def test_trainer_logprobs_are_the_models_next_token_logprobs():
+    # The gathered positions must be the ones predicting each completion token.
+    model = tiny_llama(seed=3)
+    trainer = DppoTrainer(model, LearnerConfig(kernel_backend="torch"))
+    turns = [TokenizedTurn((10, 4, 11), (5, 12), (-1.0, -1.0)), TokenizedTurn((10, 7, 11, 3), (8,), (-1.0,))]
+    logp, mu, adv = trainer._token_logprobs([_Seq(turns[0], 0.5), _Seq(turns[1], -0.5)])
+    with torch.no_grad():
+        expected = []
+        for t in turns:
+            ids = torch.tensor([t.prompt_ids + t.completion_ids])
+            lp = model(input_ids=ids).logits[0].float().log_softmax(-1)
+            p = len(t.prompt_ids)
+            expected += [lp[p - 1 + j, c].item() for j, c in enumerate(t.completion_ids)]
+    torch.testing.assert_close(logp.detach(), torch.tensor(expected), atol=1e-5, rtol=1e-5)
+    assert adv.tolist() == [0.5, 0.5, -0.5] and mu.tolist() == [-1.0, -1.0, -1.0]
+
+
+def test_micro_batches_respect_the_padded_token_budget():
+    t = lambda n: _Seq(TokenizedTurn(tuple(range(1, n)), (1,), (-1.0,)), 0.0)  # noqa: E731
+    sizes = [len(mb) for mb in _micro_batches([t(4), t(4), t(8), t(2)], max_tokens=16)]
+    assert sizes == [2, 2]  # 4+4 fits (2x4=8); adding 8 would pad to 3x8; then 8 and 2 pad to 2x8=16

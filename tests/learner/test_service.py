@@ -1,0 +1,91 @@
+"""LearnerService on a real NATS JetStream bus and a real blob store."""
+
+import asyncio
+import contextlib
+
+import pytest
+import torch
+
+from aes_lib.agents.trajectory import Trajectory, Turn, store_trajectory
+from aes_lib.bus import Bus, serve
+from aes_lib.learner import InProcessPolicy, LearnerConfig, LearnerConfigError
+from aes_proto import subjects
+from aes_proto.messages import LearnerStats, PolicyVersion, TrajectoryRef
+from aes_services.learner import LearnerService
+
+from .helpers import BOS, EOS, SEP, tiny_llama
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@contextlib.asynccontextmanager
+async def serving(settings, service):
+    stop = asyncio.Event()
+    bus = await Bus.connect(settings, name=service.name)
+    task = asyncio.create_task(serve(service, bus, stop))
+    try:
+        yield
+    finally:
+        stop.set()
+        await asyncio.gather(task, return_exceptions=True)
+        await bus.close()
+
+
+async def until(bus, subject, type_, n):
+    while len(msgs := await bus.history(subject, type_, timeout=0.2)) < n:
+        await asyncio.sleep(0.2)
+    return msgs
+
+
+async def publish_group(bus, group, digit, answers, rewards):
+    for i, (answer, reward) in enumerate(zip(answers, rewards)):
+        rid = f"{group}-{i}"
+        turn = Turn(index=0, reply=str(answer), prompt_token_ids=[BOS, digit, SEP],
+                    completion_token_ids=[answer, EOS], completion_logprobs=[-2.7, -2.7])
+        ref = store_trajectory(bus.blobs, Trajectory(rollout_id=rid, role="solver", env_id=group, turns=[turn]))
+        await bus.publish(subjects.TRAJECTORY, TrajectoryRef(
+            idempotency_key=rid, episode_id="ep", rollout_id=rid, env_id=group, role="solver",
+            group_id=group, reward=reward, trajectory=ref, n_tokens=2))
+
+
+async def test_service_trains_publishes_and_resumes(fresh_nats, tmp_path):
+    initial = tiny_llama(seed=0)
+    initial.save_pretrained(tmp_path / "model")
+    config = LearnerConfig(model_path=str(tmp_path / "model"), solver_group_size=4, groups_per_batch=2, lr=1e-2)
+    service = LearnerService(config, run_id="run1")
+    async with await Bus.connect(fresh_nats) as bus:
+        await publish_group(bus, "env-a", 3, [4, 1, 2, 5], [1, 0, 0, 0])
+        await publish_group(bus, "env-b", 6, [0, 1, 2, 3], [0, 0, 0, 0])  # no signal: dropped
+        await publish_group(bus, "env-d", 1, [2, 3], [1, 0])  # incomplete: carried over
+        await publish_group(bus, "env-c", 8, [9, 9, 0, 1], [1, 1, 0, 0])
+        async with serving(fresh_nats, service):
+            (pv,) = await until(bus, subjects.POLICY_VERSION, PolicyVersion, 1)
+            (stats,) = await until(bus, subjects.LEARNER_STATS, LearnerStats, 1)
+
+        assert pv.version == stats.policy_version == 1 and pv.base_model == "model"
+        assert pv.checkpoint.key == "checkpoints/policy/v000001.safetensors"
+        assert (stats.groups_used, stats.groups_dropped, stats.carried_over) == (2, 1, 2)
+        assert stats.tokens == 16 and stats.role == "solver"
+        assert stats.mean_reward == pytest.approx(0.375)
+        assert stats.masked_tokens >= 0 and 0.0 <= stats.mask_fraction <= 1.0 and stats.mean_divergence > 0
+
+        # The rollout side follows the announced version: its weights become the learner's.
+        rollout = InProcessPolicy(tiny_llama(seed=0))
+        assert rollout.reload(bus.blobs, pv) and rollout.version == 1
+        assert not rollout.reload(bus.blobs, pv)  # not newer
+        trained = service.trainer.model.state_dict()
+        for k, v in rollout.model.state_dict().items():
+            assert torch.equal(v, trained[k]), k
+        assert any(not torch.equal(v, initial.state_dict()[k]) for k, v in trained.items())
+
+        # A restarted learner resumes at the latest version with its weights.
+        restarted = LearnerService(config, run_id="run1")
+        await restarted.setup(bus)
+        assert restarted.version == 1
+        assert torch.equal(restarted.trainer.model.lm_head.weight, trained["lm_head.weight"])
+
+
+async def test_setup_rejects_missing_model(fresh_nats, tmp_path):
+    async with await Bus.connect(fresh_nats) as bus:
+        with pytest.raises(LearnerConfigError, match="AES_LEARNER_MODEL_PATH"):
+            await LearnerService(LearnerConfig(model_path=str(tmp_path)), run_id="x").setup(bus)
