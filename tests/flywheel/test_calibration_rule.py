@@ -89,3 +89,20 @@ def test_rewards_outside_unit_interval_are_refused():
 def test_bad_band_is_refused():
     with pytest.raises(CalibrationRuleError, match="band"):
         CalibrationRule(band_low=0.8, band_high=0.2)
+
+
+def test_flywheel_config_from_env(monkeypatch):
+    from aes_lib.flywheel.config import FlywheelConfig, FlywheelConfigError
+
+    monkeypatch.setenv("AES_POOL_CAPACITY", "12")
+    monkeypatch.setenv("AES_BAND_LOW", "0.2")
+    monkeypatch.setenv("AES_GENERATION_MODE", "prompt")
+    c = FlywheelConfig.from_env()
+    assert (c.pool_capacity, c.rule.band_low, c.generation_mode) == (12, 0.2, "prompt")
+    monkeypatch.setenv("AES_POOL_CAPACITY", "many")
+    with pytest.raises(FlywheelConfigError, match="AES_POOL_CAPACITY"):
+        FlywheelConfig.from_env()
+    monkeypatch.setenv("AES_POOL_CAPACITY", "4")
+    monkeypatch.setenv("AES_GENERATION_MODE", "magic")
+    with pytest.raises(FlywheelConfigError, match="AES_GENERATION_MODE"):
+        FlywheelConfig.from_env()

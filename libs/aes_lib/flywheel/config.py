@@ -7,6 +7,13 @@ import os
 
 from aes_lib.flywheel.calibration import CalibrationRule
 
+MODES = ("agent", "prompt", "feedback")
+"""Generation modes a planner may assign (``seed`` is for the bundled tasks only)."""
+
+
+class FlywheelConfigError(ValueError):
+    """A flywheel setting with a malformed or impossible value."""
+
 
 @dataclasses.dataclass(frozen=True)
 class FlywheelConfig:
@@ -26,19 +33,31 @@ class FlywheelConfig:
     """Upper edge of the calibration band (``AES_BAND_HIGH``)."""
     max_revisions: int = 2
     """Revisions per assignment after a failed calibration (``AES_MAX_REVISIONS``)."""
+    generation_mode: str = "agent"
+    """How proposers build environments: ``agent``, ``prompt`` or ``feedback`` (``AES_GENERATION_MODE``)."""
 
     @classmethod
     def from_env(cls, **overrides: object) -> "FlywheelConfig":
         values: dict[str, object] = {}
         for f in dataclasses.fields(cls):
             raw = os.environ.get(f"AES_{f.name.upper()}")
-            if raw is not None:
-                try:
-                    values[f.name] = int(raw) if f.type in ("int", int) else float(raw)
-                except ValueError as e:
-                    raise ValueError(f"AES_{f.name.upper()}: expected a number, got {raw!r}") from e
+            if raw is None:
+                continue
+            if f.type in ("str", str):
+                values[f.name] = raw
+                continue
+            try:
+                values[f.name] = int(raw) if f.type in ("int", int) else float(raw)
+            except ValueError as e:
+                raise FlywheelConfigError(f"AES_{f.name.upper()}: expected a number, got {raw!r}") from e
         values.update(overrides)
         return cls(**values)  # type: ignore[arg-type]
+
+    def __post_init__(self) -> None:
+        if self.generation_mode not in MODES:
+            raise FlywheelConfigError(f"AES_GENERATION_MODE: expected one of {MODES}, got {self.generation_mode!r}")
+        if self.pool_capacity < 1 or self.review_every < 1 or self.assignments_per_round < 0:
+            raise FlywheelConfigError("pool_capacity and review_every must be >= 1, assignments_per_round >= 0")
 
     @property
     def rule(self) -> CalibrationRule:

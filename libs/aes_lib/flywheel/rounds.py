@@ -9,7 +9,9 @@ over", ``describe`` into one progress line per stage outcome.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+from collections.abc import Awaitable, Callable
 from typing import Union
 
 import msgspec
@@ -118,3 +120,71 @@ class RoundTracker:
             and len(self.finished) >= self.expected
             and self.started <= set(self.finished)
         )
+
+
+async def next_round(bus) -> int:
+    """One past the highest round ever requested, so a new ``aes run`` never reuses
+    (and has JetStream drop) an earlier round's idempotency keys."""
+    reviews = await bus.history(subjects.POOL_REVIEW, PoolReview)
+    return max((r.round for r in reviews), default=0) + 1
+
+
+async def run_rounds(
+    bus,
+    pool_size: Callable[[], Awaitable[int]],
+    *,
+    rounds: int,
+    fresh: int,
+    review: bool,
+    round_timeout: float,
+    out: Callable[[str], None] = print,
+) -> list[RoundTracker]:
+    """Request ``rounds`` rounds one after another and print their progress.
+
+    Each round is a ``PoolReview``: plan only, or (``review``) rerun the solver on the
+    pool first. A round ends when the tracker says so, or after ``round_timeout``
+    seconds (reported, and the next round starts: its work stays on the bus).
+    """
+    queue: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue()
+
+    async def on_msg(msg) -> None:
+        queue.put_nowait((msg.subject, msg.data))
+
+    sub = await bus.nc.subscribe("aes.>", cb=on_msg)
+    trackers = []
+    try:
+        first = await next_round(bus)
+        for r in range(first, first + rounds):
+            tracker = RoundTracker(round=r)
+            trackers.append(tracker)
+            size = await pool_size()
+            out(f"== round {r}: pool {size}, {fresh} new assignments" + (", reviewing the pool first" if review else ""))
+            if size == 0:
+                tracker.set_empty_pool()
+                out("   the pool is empty: nothing to plan from (seed it with `aes pool seed`)")
+                continue
+            key = f"round:{r}"
+            await bus.publish(subjects.POOL_REVIEW, PoolReview(
+                idempotency_key=key, episode_id=key, round=r, step="review" if review else "plan",
+                rerun=review, fresh=fresh))
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + round_timeout
+            while not tracker.done:
+                try:
+                    subject, data = await asyncio.wait_for(queue.get(), max(0.0, deadline - loop.time()))
+                except asyncio.TimeoutError:
+                    pending = sorted(tracker.started - set(tracker.finished))
+                    out(f"== round {r} timed out after {round_timeout:.0f}s; still running: {', '.join(pending) or '-'}")
+                    break
+                m = decode_any(data)
+                if m is None:
+                    continue
+                tracker.observe(m)
+                line = describe(subject, m)
+                if line:
+                    out(line)
+            if tracker.done:
+                out(f"== round {r} done: " + (", ".join(f"{a} {o}" for a, o in sorted(tracker.finished.items())) or "no assignments"))
+    finally:
+        await sub.unsubscribe()
+    return trackers

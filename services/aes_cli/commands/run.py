@@ -1,0 +1,73 @@
+"""``aes run [--rounds N]`` (what ``make run`` does): the flywheel end to end on the embedded stack.
+
+Brings the embedded stack up (nats-server, blob store, local model, every
+service as a process; ``aes_lib.stack``), seeds the pool from ``seeds/``, runs N
+rounds printing every stage outcome as it arrives on the bus, then prints the
+status summary. The stack stays up afterwards (``aes down`` stops it) so
+``aes status`` and ``aes report`` can read the results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+from aes_lib.bus import Bus
+from aes_lib.config import Settings
+from aes_lib.flywheel.config import FlywheelConfig
+from aes_lib.flywheel.pool_store import BUCKET, PoolStore
+from aes_lib.flywheel.readout import snapshot
+from aes_lib.flywheel.rounds import run_rounds
+from aes_lib.flywheel.seeding import SEEDS_DIR, seed_dirs, seed_pool
+from aes_lib.flywheel.status import render
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+async def flywheel(settings: Settings, args: argparse.Namespace) -> int:
+    config = FlywheelConfig.from_env()
+    async with await Bus.connect(settings, name="aes-run") as bus:
+        store = PoolStore(await bus.kv(BUCKET), config.pool_capacity)
+        if not args.no_seed:
+            events = await seed_pool(bus, store, seed_dirs(args.seeds))
+            _say(f"seeded the pool with {len(events)} tasks from {args.seeds}")
+
+        async def pool_size() -> int:
+            return len((await store.index())[0].active)
+
+        trackers = await run_rounds(
+            bus, pool_size, rounds=args.rounds, fresh=args.assignments or config.assignments_per_round,
+            review=args.review, round_timeout=args.round_timeout, out=_say,
+        )
+        snap = await snapshot(bus, config)
+    _say("\n== summary")
+    _say(render(snap.status, len(snap.pool), snap.pool_by_category))
+    return 0 if all(t.done for t in trackers) else 1
+
+
+def _run(args: argparse.Namespace) -> int:
+    from aes_lib import stack
+
+    settings = stack.up(Settings.from_env())
+    _say(f"stack up: NATS {settings.nats_url}, blobs {settings.blob_location}, model {settings.model_url}; logs in {settings.home / 'logs'}")
+    try:
+        return asyncio.run(flywheel(settings, args))
+    except KeyboardInterrupt:
+        print("interrupted; the stack stays up (aes down stops it)", file=sys.stderr)
+        return 130
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="start the embedded stack, seed the pool, run N flywheel rounds")
+    p.add_argument("--rounds", type=int, default=1, help="flywheel rounds to run (default 1)")
+    p.add_argument("--assignments", type=int, default=0,
+                   help="new assignments per round (default AES_ASSIGNMENTS_PER_ROUND, 4)")
+    p.add_argument("--review", action="store_true", help="rerun the solver on the pool before each round's plan")
+    p.add_argument("--round-timeout", type=float, default=1800.0, help="seconds before a round is reported as stuck")
+    p.add_argument("--seeds", default=SEEDS_DIR, type=Path, help="seed task folder")
+    p.add_argument("--no-seed", action="store_true", help="do not (re)load the seed tasks")
+    p.set_defaults(func=_run)
