@@ -25,14 +25,17 @@ def setup(service_name: str, settings: "Settings", exporter: "SpanExporter | Non
     ``exporter`` overrides the OTLP exporter (tests pass an in-memory or file exporter).
     """
     global _configured
-    if _configured:
-        return True
-    if exporter is None and not settings.otlp_endpoint:
-        return False
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 
+    if _configured:
+        provider = trace.get_tracer_provider()
+        if exporter is not None and isinstance(provider, TracerProvider):
+            provider.add_span_processor(SimpleSpanProcessor(exporter))
+        return True
+    if exporter is None and not settings.otlp_endpoint:
+        return False
     provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
     if exporter is None:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter

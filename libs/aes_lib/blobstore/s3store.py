@@ -11,7 +11,7 @@ from minio.error import S3Error
 from aes_lib.blobstore.base import CHUNK, BlobStore
 from aes_lib.blobstore.errors import BlobNotFoundError
 
-PART_SIZE = 16 << 20
+PART_SIZE = 8 << 20
 """Multipart upload part size: bounds the memory a large upload uses."""
 
 
@@ -29,7 +29,13 @@ class S3BlobStore(BlobStore):
 
     def _write(self, key: str, stream: BinaryIO, size: int, sha256: str) -> None:
         self.client.put_object(
-            self.bucket, self._name(key), stream, size, part_size=PART_SIZE, metadata={"sha256": sha256}
+            self.bucket,
+            self._name(key),
+            stream,
+            size,
+            part_size=PART_SIZE,
+            num_parallel_uploads=1,
+            metadata={"sha256": sha256},
         )
 
     def _open(self, key: str) -> Iterator[bytes]:

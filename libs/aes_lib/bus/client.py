@@ -24,12 +24,16 @@ if TYPE_CHECKING:
 
 M = TypeVar("M", bound=Message)
 
+INITIAL_ATTEMPTS = 4
+"""Connection attempts before ``connect`` gives up on an unreachable server."""
+
 
 async def connect(settings: "Settings", name: str = "aes") -> NATS:
     """Connect with the settings' credentials; fail fast with a specific error.
 
-    The first attempt does not retry (a wrong password must not hang for minutes);
-    once connected, the client reconnects forever, so a server restart is survived.
+    The first connection tries a few times for ~2 s and not at all after a refusal
+    (a wrong password or a missing server must not hang for minutes); once
+    connected, the client reconnects forever, so a server restart is survived.
     """
     try:
         nc = await nats.connect(
@@ -38,6 +42,8 @@ async def connect(settings: "Settings", name: str = "aes") -> NATS:
             password=settings.nats_password or None,
             name=name,
             allow_reconnect=False,
+            max_reconnect_attempts=INITIAL_ATTEMPTS,
+            reconnect_time_wait=0.5,
             connect_timeout=5,
             error_cb=_ignore,
         )
@@ -50,6 +56,7 @@ async def connect(settings: "Settings", name: str = "aes") -> NATS:
     # nats-py reads these options at reconnect time.
     nc.options["allow_reconnect"] = True
     nc.options["max_reconnect_attempts"] = -1
+    nc.options["reconnect_time_wait"] = 2.0
     return nc
 
 
