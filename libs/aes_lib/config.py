@@ -3,12 +3,31 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from pathlib import Path
 
 
+STACK_FILE = "stack.json"
+"""Under ``home``: the embedded stack's processes and connection settings (mode 0600)."""
+
+
 def _home() -> Path:
     return Path(os.environ.get("AES_HOME", Path.cwd() / ".aes")).resolve()
+
+
+def _stack_settings(home: Path) -> dict[str, str]:
+    try:
+        data = json.loads((home / STACK_FILE).read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as e:
+        raise StackFileError(f"cannot read {home / STACK_FILE}: {e}; run `aes down` then `aes up`") from e
+    return {k: str(v) for k, v in data.get("settings", {}).items()}
+
+
+class StackFileError(ValueError):
+    """``<home>/stack.json`` exists but cannot be read."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,12 +66,17 @@ class Settings:
 
     @classmethod
     def from_env(cls, **overrides: object) -> "Settings":
+        """Overrides, then ``AES_*`` variables, then a running embedded stack's
+        ``<home>/stack.json`` (written by ``aes up``), then the defaults."""
         values: dict[str, object] = {}
         for f in dataclasses.fields(cls):
             raw = os.environ.get(f"AES_{f.name.upper()}")
             if raw is not None:
                 values[f.name] = Path(raw) if f.name == "home" else raw
         values.update(overrides)
+        home = Path(values["home"]) if "home" in values else _home()  # type: ignore[arg-type]
+        for name, value in _stack_settings(home).items():
+            values.setdefault(name, value)
         return cls(**values)  # type: ignore[arg-type]
 
     @property
