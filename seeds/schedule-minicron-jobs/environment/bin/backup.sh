@@ -1,0 +1,2 @@
+#!/bin/sh
+echo "backup ran at $(date)" >> /var/log/backup.log

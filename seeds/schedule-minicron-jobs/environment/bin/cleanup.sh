@@ -1,0 +1,2 @@
+#!/bin/sh
+echo "cleanup ran at $(date)" >> /var/log/cleanup.log

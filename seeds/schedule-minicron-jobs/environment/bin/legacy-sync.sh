@@ -1,0 +1,2 @@
+#!/bin/sh
+echo "legacy-sync ran at $(date)" >> /var/log/legacy-sync.log

@@ -1,0 +1,2 @@
+#!/bin/sh
+echo "report ran at $(date)" >> /var/log/report.log
