@@ -26,7 +26,12 @@ async def running(settings, *services):
 async def wait_for(bus: Bus, subject: str, type_, predicate, poll: float = 0.2):
     """Messages stored on ``subject`` once ``predicate(messages)`` holds (the test's timeout bounds it)."""
     while True:
-        msgs = await bus.history(subject, type_, timeout=0.2)
+        try:
+            msgs = await bus.history(subject, type_, timeout=0.2)
+        except asyncio.TimeoutError:
+            # nats-py's fetch sometimes raises the plain asyncio error, which Bus.history
+            # does not treat as "no more messages"; reported to the bus owner.
+            continue
         if predicate(msgs):
             return msgs
         await asyncio.sleep(poll)
@@ -63,3 +68,22 @@ async def idle(bus: Bus, service) -> None:
         if info.num_pending == 0 and info.num_ack_pending == 0:
             return
         await asyncio.sleep(0.1)
+
+
+def all_services(config):
+    """One of every pipeline service (the learner aside); the solver runners come from
+    the bus settings (``model_url``), as in production."""
+    from aes_services.calibrator import CalibratorService
+    from aes_services.contamination import ContaminationService
+    from aes_services.planner import PlannerService, RolloutStatsService
+    from aes_services.pool import PolicyWatchService, PoolReviewService, PoolService
+    from aes_services.proposer import ProposerService
+    from aes_services.reset_gate import ResetGateService
+    from aes_services.review import ReviewService
+    from aes_services.validator import ValidatorService
+
+    return (
+        ProposerService(), ValidatorService(), ContaminationService(), ReviewService(), ResetGateService(),
+        CalibratorService(config=config), PoolService(config), PoolReviewService(config=config),
+        PolicyWatchService(config), RolloutStatsService(), PlannerService(config),
+    )

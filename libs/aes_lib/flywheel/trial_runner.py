@@ -51,14 +51,19 @@ class TrialRolloutRunner:
             return task
 
     def _unpack(self, bundle: BlobRef) -> Task:
+        # Unpacked beside the destination, then renamed into place: a directory at
+        # ``dest`` is always complete, whichever process (calibrator, pool review) wrote it.
         dest = self.workdir / bundle.sha256
-        if dest.exists():
-            shutil.rmtree(dest)  # a half-written unpack from a killed process
-        data = self.blobs.get_bytes(bundle)
-        tmp = Path(tempfile.mkdtemp(dir=self.workdir))
-        unpack(data, tmp / "task")
-        (tmp / "task").rename(dest)
-        tmp.rmdir()
+        if not dest.exists():
+            tmp = Path(tempfile.mkdtemp(dir=self.workdir, prefix=".unpack-"))
+            try:
+                unpack(self.blobs.get_bytes(bundle), tmp / "task")
+                (tmp / "task").rename(dest)
+            except OSError:
+                if not dest.exists():  # not lost to a concurrent unpack of the same bundle
+                    raise
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
         return Task.load(dest)
 
     async def run(self, bundle: BlobRef, env_id: str, rollout_id: str, hints: str | None = None) -> RolloutOutcome:

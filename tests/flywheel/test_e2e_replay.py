@@ -1,0 +1,82 @@
+"""End to end with a replayed model: every service on a real bus, real Docker for every check.
+
+Round 1 plans one assignment from the only seed in the pool; the proposer (Prompt
+mode, replayed) writes a variant of the seed; the variant passes validation,
+contamination, review and the reset gate, and calibrates into the band: the pool
+grows by one. Round 2 reviews the pool with the updated solver, which now solves
+the seed every time: the seed is retired as too easy and the planner asks for
+its replacement (the proposer's replay is over, so that attempt ends as a
+recorded model error).
+"""
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from replay_server import ReplayServer
+
+from aes_proto import subjects
+from aes_proto.messages import Assignment, CalibrationResult, GateResult, PoolEvent, ReviewResult, ValidationResult
+
+from aes_lib.agents.proposer.files import format_files
+from aes_lib.flywheel.config import FlywheelConfig
+from aes_lib.flywheel.pool_store import BUCKET, PoolStore
+from aes_lib.flywheel.rounds import run_rounds
+from aes_lib.flywheel.seeding import seed_pool
+from aes_lib.review.rubric import CRITERION_NAMES
+
+from flywheel_helpers import all_services, running
+from test_calibrator import GIVE_UP, SEED, SOLVE
+
+pytestmark = [pytest.mark.slow, pytest.mark.docker]
+
+
+def _variant_reply() -> str:
+    files = {str(p.relative_to(SEED)): p.read_text() for p in sorted(SEED.rglob("*"))
+             if p.is_file() and p.relative_to(SEED).as_posix() != "tests/test.sh"}
+    files["instruction.md"] = "Variant for the replay test.\n\n" + files["instruction.md"]
+    return format_files(files)
+
+
+REVIEW_OK = json.dumps({name: {"outcome": "pass", "reason": "checked"} for name in CRITERION_NAMES})
+
+
+async def test_round_admits_a_variant_then_review_retires_the_seed(fresh_nats, bus, tmp_path):
+    solver_replies = [REVIEW_OK] + SOLVE + GIVE_UP + SOLVE + GIVE_UP  # review of the variant, then calibration
+    solver_replies += SOLVE * 4 + SOLVE + GIVE_UP + SOLVE + GIVE_UP  # pool review: the seed, then the variant
+    config = FlywheelConfig(generation_mode="prompt", assignments_per_round=1)
+    lines: list[str] = []
+    with ReplayServer([_variant_reply()]) as proposer, ReplayServer(solver_replies) as solver:
+        settings = dataclasses.replace(fresh_nats, model_url=solver.url, model="replay",
+                                       proposer_model_url=proposer.url, proposer_model="replay")
+        store = PoolStore(await bus.kv(BUCKET))
+        [seeded] = await seed_pool(bus, store, [SEED])
+
+        async def size() -> int:
+            return len((await store.index())[0].active)
+
+        async with running(settings, *all_services(config)):
+            [r1] = await run_rounds(bus, size, rounds=1, fresh=1, review=False, round_timeout=600, out=lines.append)
+            [r2] = await run_rounds(bus, size, rounds=1, fresh=0, review=True, round_timeout=600, out=lines.append)
+    assert not solver.errors, solver.errors
+    assert r1.done and r1.finished == {"r1-000": "admitted"}, lines
+    assert r2.done and r2.finished == {f"r2-replace-{seeded.env_id[:16]}": "proposer:model_error"}, lines
+
+    results = await bus.history(subjects.RESULT_CALIBRATION, CalibrationResult)
+    [admitted] = [r for r in results if r.decision == "admitted"]
+    assert admitted.rewards == (1.0, 0.0, 1.0, 0.0)
+    assert [v.stage for v in admitted.verdicts] == ["validate", "contamination", "review", "reset", "calibrate"]
+    assert all(v.ok for v in admitted.verdicts)
+    # every stage's outcome is on its result stream
+    assert [v.reason for v in await bus.history(subjects.RESULT_VALIDATION, ValidationResult)] == ["ok"]
+    assert len(await bus.history(subjects.RESULT_REVIEW, ReviewResult)) == 1
+    assert [g.gate for g in await bus.history(subjects.RESULT_GATE, GateResult)] == ["reset"]
+
+    events = await bus.history(subjects.POOL_EVENT, PoolEvent)
+    assert [(e.kind, e.env_id) for e in events] == [
+        ("admitted", seeded.env_id), ("admitted", admitted.env_id), ("retired", seeded.env_id)]
+    assert events[-1].reason == "too_easy"
+    assert (await store.index())[0].active == (admitted.env_id,)
+    assert any(line.startswith("assignment r1-000") for line in lines)
+    assert any("result r1-000 rev0: admitted" in line for line in lines)
