@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import struct
 from collections.abc import Iterable, Sequence
+from itertools import repeat
 
 import msgspec
 import numpy as np
@@ -31,10 +32,11 @@ DEFAULT_N = 13
 
 _MAGIC = b"AESNGRAM"
 _FORMAT = 1
-_HASH_NAME = "splitmix64-poly64"
-_BASE = np.uint64(0x9E3779B97F4A7C15)  # odd, so the polynomial keeps every bit of each token
-_UNKNOWN = -1
+_HASH_NAME = "splitmix64-prefixpoly64"
+_BASE = 0x9E3779B97F4A7C15  # odd, hence invertible mod 2^64
+_BASE_INV = pow(_BASE, -1, 1 << 64)
 _BATCH_TOKENS = 1 << 20  # bound on memory per vectorized pass of check_many
+_FILTER_BITS = (16, 24)  # prefilter size range: 2^16..2^24 one-byte slots, ~16 per n-gram
 
 
 class IndexFormatError(ValueError):
@@ -75,16 +77,34 @@ def _mix(x: np.ndarray) -> np.ndarray:
     return x ^ (x >> np.uint64(31))
 
 
-def _window_hashes(ids: np.ndarray, n: int) -> np.ndarray:
-    """Hash of every length-``n`` window of ``ids``: sum_k mix(ids[j+k]) * BASE^(n-1-k) mod 2^64."""
-    m = len(ids) - n + 1
+_powers = (np.ones(1, np.uint64), np.ones(1, np.uint64))
+
+
+def _powers_upto(length: int) -> tuple[np.ndarray, np.ndarray]:
+    """BASE^t and BASE^-t mod 2^64 for t < length (cached, grown by doubling)."""
+    global _powers
+    if len(_powers[0]) < length:
+        size = 1 << (length - 1).bit_length()
+        factors = [np.full(size, b, np.uint64) for b in (_BASE, _BASE_INV)]
+        for f in factors:
+            f[0] = 1
+        _powers = tuple(np.cumprod(f, dtype=np.uint64) for f in factors)
+    return _powers
+
+
+def _window_hashes(mixed: np.ndarray, n: int) -> np.ndarray:
+    """Hash of every length-``n`` window: sum_k mixed[j+k] * BASE^-k mod 2^64.
+
+    One prefix sum of ``mixed[t] * BASE^-t`` gives every window as a difference of
+    two prefixes times ``BASE^j``: a handful of vectorized passes whatever ``n``.
+    """
+    m = len(mixed) - n + 1
     if m <= 0:
         return np.empty(0, dtype=np.uint64)
-    mixed = _mix(ids.astype(np.uint64))
-    h = np.zeros(m, dtype=np.uint64)
-    for k in range(n):
-        h = h * _BASE + mixed[k : k + m]
-    return h
+    pw, pinv = _powers_upto(len(mixed) + 1)
+    prefix = np.zeros(len(mixed) + 1, dtype=np.uint64)
+    np.cumsum(mixed * pinv[: len(mixed)], out=prefix[1:])
+    return (prefix[n:] - prefix[:m]) * pw[:m]
 
 
 class NgramIndex:
@@ -108,6 +128,16 @@ class NgramIndex:
         self.hashes = hashes
         self.starts = starts
         self._lookup = {tok: i for i, tok in enumerate(vocab)}
+        # Token id -> 64-bit value; the extra last slot stands for any unknown token.
+        self._unknown = len(vocab)
+        self._separator = np.array([self._unknown], np.int64)
+        self._mixed = _mix(np.arange(len(vocab) + 1, dtype=np.uint64))
+        # Prefilter: one byte per slot of the hash's top bits, so that most windows
+        # are ruled out by one lookup instead of a binary search.
+        bits = min(max((16 * len(hashes)).bit_length(), _FILTER_BITS[0]), _FILTER_BITS[1])
+        self._shift = np.uint64(64 - bits)
+        self._filter = np.zeros(1 << bits, dtype=bool)
+        self._filter[hashes >> self._shift] = True
 
     # -- building -----------------------------------------------------------------
 
@@ -129,7 +159,7 @@ class NgramIndex:
             raise ValueError(f"held-out set too large for 32-bit offsets: {total} tokens")
         token_ids = np.concatenate(pieces) if pieces else np.empty(0, np.uint32)
 
-        all_hashes = _window_hashes(token_ids, n)
+        all_hashes = _window_hashes(_mix(token_ids.astype(np.uint64)), n)
         window_starts = np.arange(len(all_hashes), dtype=np.uint64)
         # A window is kept only if it ends inside the instruction it starts in.
         doc_of_start = np.searchsorted(offsets, window_starts, side="right") - 1
@@ -156,12 +186,12 @@ class NgramIndex:
         otherwise every matching window is reported once.
         """
         matches: list[Match] = []
-        batch: list[list[int]] = []
-        batch_start = 0
-        size = 0
+        batch: list[np.ndarray] = []
+        batch_start = size = 0
         for i, text in enumerate(texts):
-            batch.append([self._lookup.get(t, _UNKNOWN) for t in tokens(text)])
-            size += len(batch[-1]) + 1
+            toks = tokens(text)
+            batch.append(np.fromiter(map(self._lookup.get, toks, repeat(self._unknown)), np.int64, len(toks)))
+            size += len(toks) + 1
             if size >= _BATCH_TOKENS:
                 matches += self._check_ids(batch, batch_start, first_only)
                 batch, batch_start, size = [], i + 1, 0
@@ -169,35 +199,28 @@ class NgramIndex:
             matches += self._check_ids(batch, batch_start, first_only)
         return matches
 
-    def _check_ids(self, batch: list[list[int]], first: int, first_only: bool) -> list[Match]:
+    def _check_ids(self, batch: list[np.ndarray], first: int, first_only: bool) -> list[Match]:
         n = self.n
-        # One array for the whole batch; the UNKNOWN separator keeps windows inside a candidate.
-        flat: list[int] = []
-        cand_starts = []
-        for ids in batch:
-            cand_starts.append(len(flat))
-            flat.extend(ids)
-            flat.append(_UNKNOWN)
-        ids = np.asarray(flat, dtype=np.int64)
+        # One array for the whole batch, candidates separated by the unknown-token id. A
+        # window holding an unknown token (or a separator) cannot pass verification, so
+        # it needs no masking: at worst it costs one lookup.
+        ids = np.concatenate([part for piece in batch for part in (piece, self._separator)])
+        cand_starts = np.cumsum([0] + [len(piece) + 1 for piece in batch[:-1]])
         if len(ids) < n or len(self.hashes) == 0:
             return []
-        unknown = np.concatenate([[0], np.cumsum(ids == _UNKNOWN)])
-        valid = (unknown[n:] - unknown[:-n]) == 0
-        positions = np.flatnonzero(valid)
-        if len(positions) == 0:
-            return []
-        h = _window_hashes(np.where(ids == _UNKNOWN, 0, ids), n)[positions]
+        h = _window_hashes(self._mixed[ids], n)
+        positions = np.flatnonzero(self._filter[h >> self._shift])
+        h = h[positions]
         slot = np.searchsorted(self.hashes, h)
-        slot_ok = slot < len(self.hashes)
+        in_range = slot < len(self.hashes)
         hit = np.zeros(len(h), dtype=bool)
-        hit[slot_ok] = self.hashes[slot[slot_ok]] == h[slot_ok]
+        hit[in_range] = self.hashes[slot[in_range]] == h[in_range]
 
         matches: list[Match] = []
-        cand_starts_arr = np.asarray(cand_starts)
         done: set[int] = set()
         for k in np.flatnonzero(hit):
             pos = int(positions[k])
-            cand = int(np.searchsorted(cand_starts_arr, pos, side="right") - 1)
+            cand = int(np.searchsorted(cand_starts, pos, side="right") - 1)
             if first_only and cand in done:
                 continue
             window = ids[pos : pos + n]
@@ -206,7 +229,7 @@ class NgramIndex:
                 continue  # a hash collision, not a shared n-gram
             done.add(cand)
             ngram = " ".join(self.vocab[int(t)] for t in window)
-            matches.append(Match(first + cand, pos - cand_starts[cand], ngram, self.doc_ids[doc]))
+            matches.append(Match(first + cand, pos - int(cand_starts[cand]), ngram, self.doc_ids[doc]))
         return matches
 
     def _verify(self, window: np.ndarray, key: np.uint64, slot: int) -> int | None:
