@@ -195,16 +195,17 @@ def _describe(path: str, a: Manifest, b: Manifest) -> str:
     return f"{path} ({', '.join(parts)})"
 
 
-def build_fresh(context: str, timeout: float) -> str:
-    """Build ``context`` with the cache off; returns the image id (labelled for cleanup)."""
-    # A client of its own whose HTTP timeout is the build timeout: closing the
-    # connection makes the daemon cancel the build.
-    api = docker.from_env(timeout=int(timeout)).api
+def build_fresh(client: docker.DockerClient, context: str, timeout: float) -> str:
+    """Build ``context`` with the cache off; returns the image id (labelled for cleanup).
+
+    Like ``ImageCache`` (whose builds are cached by design): the HTTP read timeout
+    bounds the build, and the daemon cancels a build whose client has gone.
+    """
     log: list[str] = []
     image = ""
     try:
-        for chunk in api.build(
-            path=context, nocache=True, rm=True, forcerm=True, decode=True, pull=False,
+        for chunk in client.api.build(
+            path=context, nocache=True, rm=True, forcerm=True, decode=True, pull=False, timeout=timeout,
             labels={MANAGED_LABEL: "1", "aes.reset": uuid.uuid4().hex},  # unique: never the base image
         ):
             log.append(chunk.get("stream", ""))
@@ -215,8 +216,6 @@ def build_fresh(context: str, timeout: float) -> str:
         raise BuildTimeoutError(f"build exceeded {timeout:.0f}s", "".join(log)) from e
     except docker.errors.APIError as e:
         raise BuildFailedError(f"build failed: {e}", "".join(log)) from e
-    finally:
-        api.close()
     if not image:
         raise BuildFailedError("build finished without an image id", "".join(log))
     return image
@@ -241,7 +240,7 @@ def check_reset(
     try:
         for _ in range(2):
             try:
-                images.append(build_fresh(str(task.environment_dir), timeout))
+                images.append(build_fresh(client, str(task.environment_dir), timeout))
             except BuildFailedError as e:
                 return ResetReport(False, "build_failed", f"a rebuild without cache failed: {e}")
         workdir = client.images.get(images[0]).attrs["Config"].get("WorkingDir") or ""
