@@ -113,5 +113,17 @@ def spawn(url_file: Path, log_file: Path, *, port: int = 0, parallel: int = 2, s
             proc.wait()
 
 
+@contextlib.contextmanager
+def endpoint(url: str, home: Path) -> Iterator[str]:
+    """``url`` when one is configured, else the local model served for the duration."""
+    if url:
+        yield url
+        return
+    d = home / "model"
+    d.mkdir(parents=True, exist_ok=True)
+    with spawn(d / "url", d / "server.log") as local:
+        yield local
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,0 +1,56 @@
+"""Prompt and Prompt + Env Feedback baselines on recorded replies: files parsed,
+the managed verifier installed, validation logs fed back for a revision."""
+
+from __future__ import annotations
+
+import pytest
+from replay_server import ReplayServer
+
+from aes_lib.agents.proposer.baselines import BaselineLimits, generate
+from aes_lib.agents.proposer.files import format_files
+from aes_lib.models import ChatClient
+from aes_lib.sandbox import ImageCache, VERIFIER_TEMPLATE, validate_task
+from aes_proto.messages import Assignment
+
+pytestmark = pytest.mark.docker
+
+GOOD = {
+    "instruction.md": "Write `/app/out/sum.txt` containing the sum of the integers in `/app/nums.txt` (one per line).\n",
+    "task.toml": 'schema_version = "1.4"\n\n[task]\nname = "aes-test/sum"\n\n[verifier]\ntimeout_sec = 60.0\n',
+    "environment/Dockerfile": "FROM aes-base:latest\nWORKDIR /app\nRUN printf '3\\n4\\n5\\n' > /app/nums.txt\n",
+    "solution/solve.sh": "#!/bin/bash\nmkdir -p /app/out\nawk '{s+=$1} END {print s}' /app/nums.txt > /app/out/sum.txt\n",
+    "tests/test_sum.py": "from pathlib import Path\n\n\ndef test_sum():\n    assert Path('/app/out/sum.txt').read_text().strip() == '12'\n",
+}
+BROKEN = {**GOOD, "solution/solve.sh": "#!/bin/bash\nmkdir -p /app/out\necho 11 > /app/out/sum.txt\n"}
+
+A = Assignment(idempotency_key="b1", episode_id="ep", assignment_id="b1", direction="new", category="text", mode="prompt")
+
+
+async def test_prompt_mode_one_call_nothing_executed(tmp_path):
+    with ReplayServer([format_files(BROKEN)]) as srv:
+        gen = await generate(A, ChatClient(srv.url, "replay"), tmp_path, mode="prompt")
+    assert len(srv.requests) == 1 and gen.report is None and gen.packed is not None
+    assert (gen.task_dir / "tests" / "test.sh").read_text() == (VERIFIER_TEMPLATE / "test.sh").read_text()
+    assert "=== FILE: instruction.md ===" in srv.requests[0]["messages"][1]["content"]  # the format example
+    # nothing was run: the broken solution is only found by validating afterwards
+    report = await validate_task(gen.task_dir, ImageCache())
+    assert report.reason == "oracle_failed"
+
+
+async def test_feedback_mode_revises_after_validation_logs(tmp_path):
+    with ReplayServer(["no files here", format_files(BROKEN), format_files(GOOD)]) as srv:
+        gen = await generate(A, ChatClient(srv.url, "replay"), tmp_path, mode="feedback", images=ImageCache(),
+                             limits=BaselineLimits(max_revisions=2))
+    assert len(srv.requests) == 3
+    assert "could not be used: format_error" in srv.requests[1]["messages"][-1]["content"]
+    feedback = srv.requests[2]["messages"][-1]["content"]
+    assert feedback.startswith("Validation failed: oracle_failed") and "reward" in feedback
+    assert gen.report.ok and gen.packed is not None and gen.trajectory.format_errors == 1
+
+
+async def test_feedback_mode_gives_up_after_revisions(tmp_path):
+    with ReplayServer([format_files(BROKEN)] * 2) as srv:
+        gen = await generate(A, ChatClient(srv.url, "replay"), tmp_path, mode="feedback", images=ImageCache(),
+                             limits=BaselineLimits(max_revisions=1))
+    assert len(srv.requests) == 2 and not srv.errors
+    assert gen.report.reason == "oracle_failed"
