@@ -29,6 +29,9 @@ def request(method: str, path: str, body: bytes | None = None, token: str | None
 
 @pytest.fixture(scope="module")
 def server():
+    # A copy the agent left running would hold the port; the check needs one started from the config.
+    subprocess.run(["pkill", "-f", "/app/server.py"], check=False)
+    time.sleep(0.5)
     env = {k: v for k, v in os.environ.items() if k != "NOTES_CONFIG"}
     proc = subprocess.Popen(["python3", "/app/server.py"], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)

@@ -37,6 +37,7 @@ def test_first_bad_commit_identified():
 def test_history_kept_and_fix_committed_on_top():
     assert git("merge-base", "--is-ancestor", ORIGINAL_MAIN, "main").returncode == 0
     assert git("rev-parse", "main").stdout.strip() != ORIGINAL_MAIN
+    assert git("symbolic-ref", "--short", "HEAD").stdout.strip() == "main"
     assert git("status", "--porcelain", "--untracked-files=no").stdout == ""
 
 
