@@ -87,3 +87,31 @@ def all_services(config):
         CalibratorService(config=config), PoolService(config), PoolReviewService(config=config),
         PolicyWatchService(config), RolloutStatsService(), PlannerService(config),
     )
+
+
+def one_turn_solve(seed) -> str:
+    """A solver reply that solves ``seed`` in one command (for ``solver_max_turns=1``)."""
+    solve = (seed / "solution" / "solve.sh").read_text()
+    return f"```bash\ncat > /tmp/solve.sh <<'AES_EOF'\n{solve}\nAES_EOF\nbash /tmp/solve.sh\n```"
+
+
+GIVE_UP_ONE = "TASK_DONE"
+
+
+def routed_replay(solver_replies, review_reply):
+    """A replayed model that answers the task reviewer with ``review_reply`` every time and
+    the solver with the next of ``solver_replies``: a reviewer retry or a restarted
+    service cannot shift the solver's script. (Stands in for a hosted model.)"""
+    from replay_server import ReplayServer
+
+    class RoutedReplay(ReplayServer):
+        def _answer(self, body):
+            system = (body.get("messages") or [{}])[0].get("content", "")
+            if system.startswith("You review a terminal task"):
+                return 200, {"id": "review", "object": "chat.completion", "model": self.model,
+                             "choices": [{"index": 0, "finish_reason": "stop",
+                                          "message": {"role": "assistant", "content": review_reply}}],
+                             "usage": {"prompt_tokens": 1, "completion_tokens": 1}}
+            return super()._answer(body)
+
+    return RoutedReplay(list(solver_replies))

@@ -26,8 +26,8 @@ from aes_lib.flywheel.rounds import run_rounds
 from aes_lib.flywheel.seeding import seed_pool
 from aes_lib.review.rubric import CRITERION_NAMES
 
-from flywheel_helpers import all_services, running
-from test_calibrator import GIVE_UP, SEED, SOLVE
+from flywheel_helpers import GIVE_UP_ONE, all_services, one_turn_solve, routed_replay, running
+from test_calibrator import SEED
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
 
@@ -43,11 +43,12 @@ REVIEW_OK = json.dumps({name: {"outcome": "pass", "reason": "checked"} for name 
 
 
 async def test_round_admits_a_variant_then_review_retires_the_seed(fresh_nats, bus, tmp_path):
-    solver_replies = [REVIEW_OK] + SOLVE + GIVE_UP + SOLVE + GIVE_UP  # review of the variant, then calibration
-    solver_replies += SOLVE * 4 + SOLVE + GIVE_UP + SOLVE + GIVE_UP  # pool review: the seed, then the variant
-    config = FlywheelConfig(generation_mode="prompt", assignments_per_round=1)
+    s, g = one_turn_solve(SEED), GIVE_UP_ONE
+    solver_replies = [s, g, s, g]  # calibration of the variant: mean 0.5
+    solver_replies += [s, s, s, s] + [s, g, s, g]  # pool review: the seed (now too easy), then the variant
+    config = FlywheelConfig(generation_mode="prompt", assignments_per_round=1, solver_max_turns=1)
     lines: list[str] = []
-    with ReplayServer([_variant_reply()]) as proposer, ReplayServer(solver_replies) as solver:
+    with ReplayServer([_variant_reply()]) as proposer, routed_replay(solver_replies, REVIEW_OK) as solver:
         settings = dataclasses.replace(fresh_nats, model_url=solver.url, model="replay",
                                        proposer_model_url=proposer.url, proposer_model="replay")
         store = PoolStore(await bus.kv(BUCKET))

@@ -67,3 +67,9 @@ def test_replacements_come_from_retired_parents_with_stable_ids():
 
 def test_empty_pool_plans_nothing():
     assert plan_round([], [], {}, fresh=5, round_=0) == []
+
+
+def test_a_review_that_empties_the_pool_plans_fresh_work_from_the_retired():
+    out = plan_round([], [_entry("gone", mean=0.0)], {}, fresh=2, round_=4)
+    assert [a.assignment_id for a in out] == ["r4-replace-gone", "r4-000", "r4-001"]
+    assert all(a.parent_env_id == "gone" and a.direction == "easier" for a in out)

@@ -136,13 +136,14 @@ def plan_round(
     centre: float = 0.5,
 ) -> list[Assignment]:
     """One replacement per retired environment (it is the parent: retired as too easy
-    means build a harder variant of it), then ``fresh`` assignments over the active pool.
-    Ids depend only on the round and the inputs, so a replanned round repeats its keys."""
+    means build a harder variant of it), then ``fresh`` assignments over the active pool
+    (over the retired ones when the review emptied it). Ids depend only on the round and
+    the inputs, so a replanned round repeats its keys."""
     out = [
         assignment(p, f"r{round_}-replace-{p.entry.env_id[:16]}", round_, mode, centre)
         for p in parents(retired, stats)
     ]
-    for i, p in enumerate(choose(parents(active, stats), fresh, centre)):
+    for i, p in enumerate(choose(parents(active or retired, stats), fresh, centre)):
         out.append(assignment(p, f"r{round_}-{i:03d}", round_, mode, centre))
     return out
 

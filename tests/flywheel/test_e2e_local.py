@@ -1,0 +1,80 @@
+"""End to end with the real local model (SmolLM2 served by xllamacpp) and real Docker.
+
+One round on a pool holding one seed task: the pool review reruns the local
+solver on it, retires it if it left the band, the planner assigns work, the
+proposer (Prompt mode) writes a candidate, and the candidate goes through as many
+admission stages as it survives. Whatever the small model does, every stage it
+reached must have recorded its outcome, and the round must end with a final
+result for each assignment.
+"""
+
+import dataclasses
+
+import pytest
+
+from aes_proto import subjects
+from aes_proto.messages import (
+    CalibrationResult, ContaminationResult, GateResult, PoolEvent, PoolReview, ReviewResult, RolloutSummary,
+    ValidationResult,
+)
+
+from aes_lib.flywheel.config import FlywheelConfig
+from aes_lib.flywheel.pool_store import BUCKET, PoolStore
+from aes_lib.flywheel.readout import snapshot
+from aes_lib.flywheel.rounds import run_rounds
+from aes_lib.flywheel.seeding import seed_pool
+
+from flywheel_helpers import all_services, running
+from test_calibrator import SEED
+
+pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.model]
+
+RESULT_STREAM = {
+    "validate": (subjects.RESULT_VALIDATION, ValidationResult),
+    "contamination": (subjects.RESULT_CONTAMINATION, ContaminationResult),
+    "review": (subjects.RESULT_REVIEW, ReviewResult),
+    "reset": (subjects.RESULT_GATE, GateResult),
+}
+
+
+async def test_one_round_with_the_local_model_records_every_stage(local_model_url, fresh_nats, bus):
+    settings = dataclasses.replace(fresh_nats, model_url=local_model_url, model="smollm2-135m")
+    config = FlywheelConfig(generation_mode="prompt", assignments_per_round=1, solver_max_turns=2)
+    store = PoolStore(await bus.kv(BUCKET))
+    [seeded] = await seed_pool(bus, store, [SEED])
+
+    async def size() -> int:
+        return len((await store.index())[0].active)
+
+    lines: list[str] = []
+    async with running(settings, *all_services(config)):
+        [r] = await run_rounds(bus, size, rounds=1, fresh=1, review=True, round_timeout=1500, out=lines.append)
+    log = "\n".join(lines)
+    assert r.done, log
+
+    # The review reran the local solver on the seed with the calibration rule's budget.
+    reviews = [s for s in await bus.history(subjects.ROLLOUT_SUMMARY, RolloutSummary) if s.purpose == "pool_review"]
+    assert len(reviews) in (4, 8) and {s.env_id for s in reviews} == {seeded.env_id}
+    assert all(0.0 <= s.reward <= 1.0 and s.trajectory is not None for s in reviews)
+    mean = sum(s.reward for s in reviews) / len(reviews)
+    retired = [e for e in await bus.history(subjects.POOL_EVENT, PoolEvent) if e.kind == "retired"]
+    assert bool(retired) == (not 0.25 <= mean <= 0.75), log
+    [plan] = [p for p in await bus.history(subjects.POOL_REVIEW, PoolReview) if p.step == "plan"]
+    assert plan.retired == tuple(e.env_id for e in retired)
+
+    # Every assignment ended in a final result, and every stage a candidate passed left its own record.
+    results = await bus.history(subjects.RESULT_CALIBRATION, CalibrationResult)
+    finals = {x.assignment_id for x in results if x.decision == "admitted" or not x.resubmitted}
+    assert finals == set(r.finished) and len(finals) == 1 + len(retired), log
+    for x in results:
+        stages = [v.stage for v in x.verdicts]
+        if x.env_id:  # the proposer produced a candidate: its route was followed in order
+            assert stages == list(settings.route_stages[: len(stages)]), stages
+        for v in x.verdicts:
+            if v.stage in RESULT_STREAM:
+                subject, type_ = RESULT_STREAM[v.stage]
+                recorded = [m for m in await bus.history(subject, type_) if m.env_id == x.env_id]
+                assert recorded and recorded[-1].ok == v.ok, (v, recorded)
+
+    snap = await snapshot(bus, config)
+    assert snap.status.candidates == len(results) and snap.status.rollouts >= len(reviews)

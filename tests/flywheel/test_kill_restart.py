@@ -1,0 +1,106 @@
+"""SIGKILL any one service mid-round, restart it: no candidate is lost, nothing is admitted twice.
+
+Every service runs as its own process on a real bus (real Docker for every check,
+a replayed model). When the victim has received its message for the round, it
+is killed with SIGKILL and started again; JetStream redelivers what it had not
+acknowledged, and idempotency keys, cached rollouts and the pool's
+compare-and-set make the replay harmless.
+"""
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from aes_proto import subjects
+from aes_proto.messages import CalibrationResult, PoolEvent
+
+from aes_lib.flywheel.pool_store import BUCKET, PoolStore
+from aes_lib.flywheel.rounds import decode_any, run_rounds
+from aes_lib.flywheel.seeding import seed_pool
+
+from flywheel_helpers import GIVE_UP_ONE, one_turn_solve, routed_replay
+from replay_server import ReplayServer
+from test_calibrator import SEED
+from test_e2e_replay import REVIEW_OK, _variant_reply
+
+pytestmark = [pytest.mark.slow, pytest.mark.docker]
+
+SLOW = {"proposer", "validator", "review", "reset", "calibrator"}
+"""Victims whose handling takes seconds: killed half a second into it; the others at once."""
+SERVICES = ["proposer", "validator", "contamination", "review", "reset", "calibrator", "pool", "planner-stats", "planner",
+            "pool-review"]
+TRIGGER = {
+    # the victim is killed once this subject carries a message for it (its input), plus a beat
+    "proposer": subjects.ASSIGNMENT,
+    "validator": subjects.stage("validate"),
+    "contamination": subjects.stage("contamination"),
+    "review": subjects.stage("review"),
+    "reset": subjects.stage("reset"),
+    "calibrator": subjects.ROLLOUT_SUMMARY,  # after its first rollout: mid-calibration
+    "pool": subjects.RESULT_CALIBRATION,
+    "planner": subjects.POOL_REVIEW,
+}
+
+
+def _spawn(name: str, env: dict, logs: Path) -> subprocess.Popen:
+    log = open(logs / f"{name}.log", "ab")
+    return subprocess.Popen([sys.executable, "-m", "aes_cli.main", "service", f"fast_ack:{name}"],
+                            env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+@pytest.mark.parametrize("victim", list(TRIGGER))
+async def test_sigkill_mid_round_loses_nothing_and_admits_once(victim, fresh_nats, bus, tmp_path):
+    s, g = one_turn_solve(SEED), GIVE_UP_ONE
+    # Alternating attempts: whichever attempt a kill interrupts, any run of them keeps the mean in the band.
+    solver = routed_replay([s, g] * 8, REVIEW_OK)
+    proposer = ReplayServer([_variant_reply()] * 3)  # a killed proposer asks again
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    with proposer, solver:
+        env = dict(os.environ, AES_NATS_URL=fresh_nats.nats_url, AES_NATS_USER=fresh_nats.nats_user,
+                   AES_NATS_PASSWORD=fresh_nats.nats_password, AES_HOME=str(tmp_path / "home"),
+                   AES_BLOB_URL=fresh_nats.blob_url, AES_MODEL_URL=solver.url, AES_MODEL="replay",
+                   AES_PROPOSER_MODEL_URL=proposer.url, AES_PROPOSER_MODEL="replay",
+                   AES_GENERATION_MODE="prompt", AES_SOLVER_MAX_TURNS="1", AES_TEST_ACK_WAIT="8",
+                   PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
+        procs = {name: _spawn(name, env, logs) for name in SERVICES}
+        store = PoolStore(await bus.kv(BUCKET))
+        [seeded] = await seed_pool(bus, store, [SEED])
+        killed = asyncio.Event()
+
+        async def on_trigger(msg):
+            if killed.is_set() or decode_any(msg.data) is None:
+                return
+            killed.set()
+            if victim in SLOW:
+                await asyncio.sleep(0.5)  # let the victim take the message and start on it
+            procs[victim].send_signal(signal.SIGKILL)
+            procs[victim].wait()
+            procs[victim] = _spawn(victim, env, logs)
+
+        sub = await bus.nc.subscribe(TRIGGER[victim], cb=on_trigger)
+
+        async def size() -> int:
+            return len((await store.index())[0].active)
+
+        lines: list[str] = []
+        try:
+            [r1] = await run_rounds(bus, size, rounds=1, fresh=1, review=False, round_timeout=300, out=lines.append)
+        finally:
+            await sub.unsubscribe()
+            for p in procs.values():
+                p.terminate()
+            for p in procs.values():
+                p.wait()
+    assert killed.is_set(), f"{victim} was never triggered:\n" + "\n".join(lines)
+    assert r1.done and r1.finished == {"r1-000": "admitted"}, "\n".join(lines)
+    results = [r for r in await bus.history(subjects.RESULT_CALIBRATION, CalibrationResult) if r.assignment_id == "r1-000"]
+    assert [r.decision for r in results] == ["admitted"]
+    events = await bus.history(subjects.POOL_EVENT, PoolEvent)
+    assert [(e.kind, e.env_id) for e in events] == [("admitted", seeded.env_id), ("admitted", results[0].env_id)]
+    assert sorted((await store.index())[0].active) == sorted([seeded.env_id, results[0].env_id])
