@@ -74,7 +74,9 @@ async def test_one_round_with_the_local_model_records_every_stage(local_model_ur
             if v.stage in RESULT_STREAM:
                 subject, type_ = RESULT_STREAM[v.stage]
                 recorded = [m for m in await bus.history(subject, type_) if m.env_id == x.env_id]
-                assert recorded and recorded[-1].ok == v.ok, (v, recorded)
+                assert recorded, v
+                if v.stage != "review":  # an advisory review passes the gate whatever the rubric said
+                    assert recorded[-1].ok == v.ok, (v, recorded)
 
     snap = await snapshot(bus, config)
     assert snap.status.candidates == len(results) and snap.status.rollouts >= len(reviews)
