@@ -204,6 +204,29 @@ async def test_sigterm_drains_the_message_in_flight(bus: Bus, fresh_nats: Settin
     assert await _pending(bus) == 0  # acked before exit: nothing left to redeliver
 
 
+async def test_concurrent_handlers_after_an_idle_wait(bus: Bus, fresh_nats: Settings) -> None:
+    """concurrency=4 runs four handlers at once (they only finish together), after idling."""
+    barrier = asyncio.Barrier(4)
+
+    class Wide(Recorder):
+        concurrency = 4
+
+        async def handle(self, msg: Assignment, ctx: Context) -> None:
+            await asyncio.wait_for(barrier.wait(), 30)
+            self.seen.append(msg.idempotency_key)
+
+    seen: list[str] = []
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_service(Wide(seen), fresh_nats, stop=stop))
+    await asyncio.sleep(2.5)  # idle past several fetch waits first
+    for i in range(4):
+        await bus.publish(subjects.ASSIGNMENT, assignment(i))
+    await eventually(lambda: _done(seen, [], 4), "four concurrent handlers")
+    stop.set()
+    await task
+    assert sorted(seen) == ["a-0", "a-1", "a-2", "a-3"]
+
+
 async def test_kv_bucket_is_created_on_first_use(bus: Bus) -> None:
     kv = await bus.kv("test_bucket")
     await kv.put("k", b"v")

@@ -106,3 +106,32 @@ def test_cli_up_health_down(home: Path) -> None:
     assert down.returncode == 0 and "nats" in down.stdout
     health = subprocess.run([*aes, "health"], env=env, capture_output=True, text=True, timeout=120)
     assert health.returncode == 1 and "FAIL nats" in health.stdout
+
+
+async def test_service_replicas_share_the_work(fresh_nats: Settings, tmp_path: Path) -> None:
+    from .helpers import env_for
+
+    env = env_for(fresh_nats, PYTHONPATH=os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])))
+    log = tmp_path / "replicas.log"
+    proc = subprocess.Popen([sys.executable, "-m", "aes_cli.main", "service", "stack_probe:Probe", "--replicas", "2"],
+                            env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    try:
+        async with await Bus.connect(fresh_nats) as bus:
+            for i in range(20):
+                await bus.publish(subjects.ASSIGNMENT, assignment(i))
+            results: list[GateResult] = []
+
+            async def all_done() -> bool:
+                results[:] = await bus.history(subjects.RESULT_GATE, GateResult)
+                return len(results) >= 20
+
+            await eventually(all_done, "20 results")
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        assert len(children) == 2
+        proc.send_signal(signal.SIGTERM)
+        rc = await asyncio.to_thread(proc.wait, 60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert rc == 0, log.read_text()
+    assert sorted(r.idempotency_key for r in results) == sorted(f"a-{i}:probe" for i in range(20))

@@ -119,7 +119,7 @@ class Bus:
             while True:
                 try:
                     msgs = await sub.fetch(256, timeout=timeout)
-                except nats.errors.TimeoutError:
+                except (nats.errors.TimeoutError, asyncio.TimeoutError):  # nats-py raises either
                     return out
                 for m in msgs:
                     out.append(decode(m.data, type_))

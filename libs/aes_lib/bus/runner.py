@@ -97,7 +97,7 @@ class _Runner:
                     continue
                 try:
                     msgs = await sub.fetch(free, timeout=FETCH_WAIT)
-                except nats.errors.TimeoutError:
+                except (nats.errors.TimeoutError, asyncio.TimeoutError):  # nats-py raises either
                     continue
                 for m in msgs:
                     task = asyncio.create_task(self.handle(m))
