@@ -33,7 +33,7 @@ from aes_lib.models import ChatClient
 from aes_lib.sandbox import ImageCache
 from aes_lib.service import Context, Service
 from aes_proto import subjects
-from aes_proto.messages import Assignment
+from aes_proto.messages import Assignment, TrajectoryRef
 
 
 class ProposerEndpointError(ValueError):
@@ -48,6 +48,8 @@ class ProposerConfig:
     """``AES_PROPOSER_MAX_TURNS``: model calls per agentic episode."""
     time_limit_s: float = 1800.0
     """``AES_PROPOSER_TIME_LIMIT_S``: wall-clock budget of one agentic episode."""
+    max_tokens: int = 1024
+    """``AES_PROPOSER_MAX_TOKENS``: completion tokens per model call of an agentic episode."""
     max_revisions: int = 2
     """``AES_PROPOSER_MAX_REVISIONS``: feedback-mode revisions after the first attempt."""
 
@@ -56,12 +58,14 @@ class ProposerConfig:
         return cls(
             max_turns=int(os.environ.get("AES_PROPOSER_MAX_TURNS", cls.max_turns)),
             time_limit_s=float(os.environ.get("AES_PROPOSER_TIME_LIMIT_S", cls.time_limit_s)),
+            max_tokens=int(os.environ.get("AES_PROPOSER_MAX_TOKENS", cls.max_tokens)),
             max_revisions=int(os.environ.get("AES_PROPOSER_MAX_REVISIONS", cls.max_revisions)),
         )
 
     def budget(self) -> EpisodeBudget:
         base = EpisodeBudget()
-        return replace(base, loop=replace(base.loop, max_turns=self.max_turns, time_limit_s=self.time_limit_s))
+        return replace(base, loop=replace(base.loop, max_turns=self.max_turns, time_limit_s=self.time_limit_s,
+                                          max_tokens=self.max_tokens))
 
 
 def proposer_client(settings) -> ChatClient:
@@ -113,6 +117,12 @@ class ProposerService(Service[Assignment]):
         if packed is None:
             detail = f"{traj.stop_reason}; {len(traj.turns)} turns" + (f"; {traj.error}" if traj.error else "")
             await publish_failure(ctx, no_candidate(msg, reason, detail))
+            # The reward of an episode with nothing to admit is known now: 0.
+            await ctx.publish(subjects.TRAJECTORY, TrajectoryRef(
+                idempotency_key=f"{msg.idempotency_key}:proposer_trajectory", episode_id=msg.episode_id,
+                rollout_id=traj.rollout_id, env_id=msg.parent_env_id or "", role="proposer",
+                group_id=msg.assignment_id, reward=0.0, trajectory=traj_ref, n_tokens=traj.n_tokens,
+            ))
             return
         bundle = await asyncio.to_thread(store_bundle, store, packed)
         await publish_candidate(ctx, candidate_env(

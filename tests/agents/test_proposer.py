@@ -21,7 +21,7 @@ from aes_lib.bundle import pack, unpack
 from aes_lib.sandbox import ImageCache, validate_task
 from aes_proto import subjects
 from aes_proto.codec import decode
-from aes_proto.messages import Assignment, CalibrationResult, CandidateEnv
+from aes_proto.messages import Assignment, CalibrationResult, CandidateEnv, TrajectoryRef
 from aes_services.proposer import ProposerService
 
 pytestmark = pytest.mark.docker
@@ -147,6 +147,9 @@ async def test_episode_without_submission_is_a_recorded_failure(bus):
     assert result.decision == "rejected" and result.proposer_reward == 0.0 and result.assignment_id == "a1"
     assert result.verdicts[0].stage == "proposer" and result.verdicts[0].reason == "no_submission"
     assert "done; 2 turns" in result.verdicts[0].detail
+    [ref] = await bus.history(subjects.TRAJECTORY, TrajectoryRef)
+    assert ref.role == "proposer" and ref.reward == 0.0
+    assert load_trajectory(bus.blobs, ref.trajectory).turns[0].command == "ls"
 
 
 async def test_tools_refuse_chaining_and_escapes():
@@ -166,3 +169,30 @@ async def test_tools_refuse_chaining_and_escapes():
     assert r.exit_code == 1 and "leaves the workspace" in r.output
     assert not fetched and [c.exit_code for c in tools.calls] == [2, 2, 1]
     tools.close()
+
+
+@pytest.mark.model
+async def test_local_model_episode_reaches_the_validator_or_is_recorded(bus, local_model_url, monkeypatch, tmp_path):
+    """SmolLM2-135M as proposer: whatever it does, the outcome is on the bus."""
+    monkeypatch.setenv("AES_PROPOSER_MAX_TURNS", "2")
+    monkeypatch.setenv("AES_PROPOSER_MAX_TOKENS", "128")
+    env_id, bundle = await _seed_parent(bus)
+    bus.settings = dataclasses.replace(bus.settings, model_url=local_model_url, model="smollm2-135m")
+    svc = ProposerService()
+    await svc.setup(bus)
+    await svc.handle(_assignment(env_id, bundle), bus)
+    cand = await _taken(bus, subjects.stage(bus.settings.route_stages[0]), CandidateEnv)
+    if cand is not None:
+        unpack(bus.blobs.get_bytes(cand.bundle), tmp_path / "cand")
+        report = await validate_task(tmp_path / "cand", ImageCache())
+        assert report.reason in ("ok", "build_failed", "oracle_failed", "nop_passed", "timeout", "invalid_bundle")
+        traj_ref = cand.proposer_trajectory
+    else:
+        [result] = await bus.history(subjects.RESULT_CALIBRATION, CalibrationResult)
+        assert result.decision == "rejected" and result.proposer_reward == 0.0
+        assert result.verdicts[0].reason == "no_submission"
+        [ref] = await bus.history(subjects.TRAJECTORY, TrajectoryRef)
+        assert ref.role == "proposer" and ref.reward == 0.0 and ref.group_id == "a1"
+        traj_ref = ref.trajectory
+    traj = load_trajectory(bus.blobs, traj_ref)
+    assert traj.turns and all(len(t.completion_token_ids) == len(t.completion_logprobs) > 0 for t in traj.turns)

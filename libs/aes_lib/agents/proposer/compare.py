@@ -98,7 +98,7 @@ async def run_mode(
         t0 = time.monotonic()
         with tempfile.TemporaryDirectory(prefix=f"aes-generate-{mode}-") as tmp:
             work = Path(tmp)
-            gen = None
+            report = None
             if mode == "agent":
                 past = [PastEnvironment(parent[0], parent[1])] if parent else []
                 ep = await run_episode(a, client, solver_client, images, store, past=past, state_file=state_file,
@@ -110,9 +110,9 @@ async def run_mode(
                     parent_dir = work / "parent"
                     await asyncio.to_thread(unpack, store.get_bytes(parent[1]), parent_dir)
                 gen = await generate(a, client, work, mode=mode, images=images, parent_dir=parent_dir, limits=baseline)
-                traj, packed, failure = gen.trajectory, gen.packed, gen.failure
-            if gen.report is not None and packed is not None:
-                outcome = gen.report.reason  # feedback mode already validated exactly these files
+                traj, packed, failure, report = gen.trajectory, gen.packed, gen.failure, gen.report
+            if report is not None and packed is not None:
+                outcome = report.reason  # feedback mode already validated exactly these files
             else:
                 outcome = await _judge(packed, failure, images, work)
         stats.seconds += time.monotonic() - t0
