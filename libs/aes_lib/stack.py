@@ -10,9 +10,11 @@ Data survives ``down``/``up``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
 import json
+import logging
 import os
 import secrets
 import signal
@@ -29,9 +31,13 @@ START_TIMEOUT = 30.0
 """Seconds to wait for nats-server to report its port."""
 MODEL_START_TIMEOUT = 180.0
 """Seconds to wait for the local model server to load and report its URL."""
+SERVICE_READY_TIMEOUT = 180.0
+"""Seconds ``up`` waits for the services it started to be consuming (imports can be slow)."""
 STOP_TIMEOUT = 30.0
 """Seconds a service gets to drain after SIGTERM before SIGKILL."""
 NATS_USER = "aes"
+
+logger = logging.getLogger("aes.stack")
 
 
 class StackError(RuntimeError):
@@ -158,9 +164,9 @@ SERVICE_MARKER = "aes_cli.main service"
 """In the command line of every service process the stack starts."""
 
 
-def service_command(target: str) -> list[str]:
+def service_command(target: str, ready_file: Path) -> list[str]:
     """``aes service TARGET`` (a registered name or ``module:Class``) in this interpreter."""
-    return [sys.executable, "-m", "aes_cli.main", "service", target]
+    return [sys.executable, "-m", "aes_cli.main", "service", target, "--ready-file", str(ready_file)]
 
 
 def _wants_model(settings: Settings) -> bool:
@@ -196,35 +202,50 @@ def up(settings: Settings, services: Mapping[str, str] | None = None, model: boo
     for name, spec in services.items():
         if not alive(state.services.get(name), SERVICE_MARKER):
             target = name if SERVICES.get(name) == spec else spec
-            started[name] = _spawn(service_command(target), home / "logs" / f"{name}.log", env)
+            ready = home / "run" / f"{name}.ready"
+            ready.parent.mkdir(exist_ok=True)
+            ready.unlink(missing_ok=True)
+            started[name] = _spawn(service_command(target, ready), home / "logs" / f"{name}.log", env)
             state.services[name] = started[name].pid
     state.save(home)
-    _check_started(started, home)
+    _await_services(started, home)
     return stack_settings
 
 
-def _check_started(started: Mapping[str, subprocess.Popen], home: Path, grace: float = 2.0) -> None:
-    """A service that dies at once (import error, bad settings) is reported, not left for later."""
-    deadline = time.monotonic() + grace
-    while started and time.monotonic() < deadline:
-        dead = {n: p for n, p in started.items() if p.poll() is not None}
-        if dead:
-            raise StackError("; ".join(
-                f"service {n} exited with {p.returncode}; {home / 'logs' / f'{n}.log'}:\n{_tail(home / 'logs' / f'{n}.log')}"
-                for n, p in dead.items()))
+def _await_services(started: Mapping[str, subprocess.Popen], home: Path) -> None:
+    """Wait until each started service is consuming or has died. A dead one is logged
+    with its log's tail and reported by ``health``; it does not stop the others."""
+    pending = dict(started)
+    deadline = time.monotonic() + SERVICE_READY_TIMEOUT
+    while pending and time.monotonic() < deadline:
+        for name, proc in list(pending.items()):
+            if (home / "run" / f"{name}.ready").exists():
+                del pending[name]
+            elif proc.poll() is not None:
+                del pending[name]
+                log_file = home / "logs" / f"{name}.log"
+                logger.error("service %s exited with %s; %s:\n%s", name, proc.returncode, log_file, _tail(log_file))
         time.sleep(0.1)
+    for name in pending:
+        logger.warning("service %s is not consuming after %.0f s; see %s", name, SERVICE_READY_TIMEOUT,
+                       home / "logs" / f"{name}.log")
 
 
 def _stop(pid: int | None, marker: str, timeout: float) -> bool:
     if not alive(pid, marker):
         return False
-    os.kill(pid, signal.SIGTERM)  # type: ignore[arg-type]
+    _kill(pid, signal.SIGTERM)  # type: ignore[arg-type]
     deadline = time.monotonic() + timeout
     while alive(pid, marker) and time.monotonic() < deadline:
         time.sleep(0.05)
     if alive(pid, marker):
-        os.kill(pid, signal.SIGKILL)  # type: ignore[arg-type]
+        _kill(pid, signal.SIGKILL)  # type: ignore[arg-type]
     return True
+
+
+def _kill(pid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):  # it exited since we looked
+        os.kill(pid, sig)
 
 
 def down(home: Path) -> list[str]:
@@ -235,12 +256,12 @@ def down(home: Path) -> list[str]:
         return []
     stopped: list[str] = []
     # Services first and together, so they drain in parallel.
-    for pid in state.services.values():
-        if alive(pid, SERVICE_MARKER):
-            os.kill(pid, signal.SIGTERM)
-    for name, pid in state.services.items():
-        if _stop(pid, SERVICE_MARKER, STOP_TIMEOUT):
-            stopped.append(name)
+    running = {name: pid for name, pid in state.services.items() if alive(pid, SERVICE_MARKER)}
+    for pid in running.values():
+        _kill(pid, signal.SIGTERM)
+    for name, pid in running.items():
+        _stop(pid, SERVICE_MARKER, STOP_TIMEOUT)
+        stopped.append(name)
     if _stop(state.model, "aes_lib.models.serve", STOP_TIMEOUT):
         stopped.append("model")
     if _stop(state.nats, "nats-server", STOP_TIMEOUT):
@@ -276,9 +297,13 @@ async def health(settings: Settings) -> list[Check]:
     checks.append(await _check_model(settings))
     state = StackState.load(settings.home)
     for name, pid in (state.services if state else {}).items():
-        ok = alive(pid, SERVICE_MARKER)
         log = settings.home / "logs" / f"{name}.log"
-        checks.append(Check(f"service {name}", ok, f"pid {pid}, log {log}" if ok else f"not running; {log}"))
+        if not alive(pid, SERVICE_MARKER):
+            checks.append(Check(f"service {name}", False, f"not running; {log}"))
+        elif not (settings.home / "run" / f"{name}.ready").exists():
+            checks.append(Check(f"service {name}", False, f"pid {pid} running but not consuming yet; {log}"))
+        else:
+            checks.append(Check(f"service {name}", True, f"pid {pid}, consuming; log {log}"))
     return checks
 
 

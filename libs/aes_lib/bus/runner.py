@@ -16,6 +16,7 @@ import dataclasses
 import logging
 import signal
 import traceback
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -82,12 +83,14 @@ class _Runner:
         self.stream = stream_for(service.subject)
         self.tracer = telemetry.tracer()
 
-    async def run(self, stop: asyncio.Event) -> None:
+    async def run(self, stop: asyncio.Event, on_ready: Callable[[], None] | None = None) -> None:
         svc = self.service
         await self.bus.js.add_consumer(self.stream, consumer_config(svc))
         sub = await self.bus.js.pull_subscribe_bind(durable=svc.name, stream=self.stream)
         await svc.setup(self.bus)
         log.info("%s: consuming %s (stream %s)", svc.name, svc.subject, self.stream)
+        if on_ready is not None:
+            on_ready()
         inflight: set[asyncio.Task[None]] = set()
         try:
             while not stop.is_set():
@@ -184,9 +187,16 @@ def _episode_id(data: bytes) -> str:
     return value if isinstance(value, str) else ""
 
 
-async def serve(service: Service, bus: Bus, stop: asyncio.Event, backoff: Backoff = Backoff()) -> None:
-    """Consume for ``service`` on an open bus until ``stop`` is set, then drain in-flight work."""
-    await _Runner(service, bus, backoff).run(stop)
+async def serve(
+    service: Service,
+    bus: Bus,
+    stop: asyncio.Event,
+    backoff: Backoff = Backoff(),
+    on_ready: Callable[[], None] | None = None,
+) -> None:
+    """Consume for ``service`` on an open bus until ``stop`` is set, then drain in-flight work.
+    ``on_ready`` is called once setup is done and the consumer is bound."""
+    await _Runner(service, bus, backoff).run(stop, on_ready)
 
 
 async def run_service(
@@ -195,6 +205,7 @@ async def run_service(
     *,
     stop: asyncio.Event | None = None,
     backoff: Backoff = Backoff(),
+    on_ready: Callable[[], None] | None = None,
 ) -> None:
     """Run ``service`` on its own connection until ``stop`` is set, or, when no event is
     given, until SIGTERM/SIGINT; in-flight messages finish and are acked first."""
@@ -208,7 +219,7 @@ async def run_service(
             signals.append(sig)
     bus = await Bus.connect(settings, name=service.name)
     try:
-        await serve(service, bus, stop, backoff)
+        await serve(service, bus, stop, backoff, on_ready)
     finally:
         await bus.close()
         for sig in signals:

@@ -14,6 +14,7 @@ import logging
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 from aes_lib.config import Settings
 
@@ -67,7 +68,8 @@ def _service(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     service = load_service(args.name)()
-    asyncio.run(run_service(service, Settings.from_env()))
+    ready = args.ready_file.touch if args.ready_file else None
+    asyncio.run(run_service(service, Settings.from_env(), on_ready=ready))
     return 0
 
 
@@ -94,4 +96,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("service", help="run one service until SIGTERM")
     p.add_argument("name", help="registered service name, or module:Class")
     p.add_argument("--replicas", type=int, default=1, help="processes sharing the work (default 1)")
+    p.add_argument("--ready-file", type=Path, help="create this file once consuming (aes up waits for it)")
     p.set_defaults(func=_service)
