@@ -51,8 +51,15 @@ def setup(service_name: str, settings: "Settings", exporter: "SpanExporter | Non
     return True
 
 
+def flush() -> None:
+    """Export the spans still queued (a batch exporter would lose them at exit)."""
+    provider = trace.get_tracer_provider()
+    if hasattr(provider, "force_flush"):
+        provider.force_flush()
+
+
 def shutdown() -> None:
-    """Flush pending spans (call before the process exits)."""
+    """Flush and stop exporting (call once, before the process exits)."""
     provider = trace.get_tracer_provider()
     if hasattr(provider, "shutdown"):
         provider.shutdown()

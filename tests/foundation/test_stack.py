@@ -135,3 +135,9 @@ async def test_service_replicas_share_the_work(fresh_nats: Settings, tmp_path: P
             proc.kill()
     assert rc == 0, log.read_text()
     assert sorted(r.idempotency_key for r in results) == sorted(f"a-{i}:probe" for i in range(20))
+
+
+def test_unknown_service_is_a_clear_error() -> None:
+    r = subprocess.run([sys.executable, "-m", "aes_cli.main", "service", "no-such-service"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and "unknown service 'no-such-service'" in r.stderr

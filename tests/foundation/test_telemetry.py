@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import http.server
 import json
 import signal
+import threading
 from pathlib import Path
 
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -63,3 +65,49 @@ async def test_one_trace_spans_two_processes(bus: Bus, fresh_nats: Settings, tmp
 async def _nonempty(xs: list) -> bool:
     return bool(xs)
 
+
+
+class _Collector(http.server.BaseHTTPRequestHandler):
+    """Receives OTLP/HTTP trace exports, as Jaeger's collector would."""
+
+    received: list[bytes] = []
+
+    def do_POST(self) -> None:  # noqa: N802
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        if self.path == "/v1/traces":
+            _Collector.received.append(body)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+async def test_spans_are_exported_over_otlp_when_an_endpoint_is_set(bus: Bus, fresh_nats: Settings, tmp_path: Path) -> None:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Collector)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    endpoint = f"http://127.0.0.1:{server.server_address[1]}"
+    worker = start_worker(fresh_nats, "effect", tmp_path / "worker.log", AES_OTLP_ENDPOINT=endpoint)
+    try:
+        await bus.publish(subjects.ASSIGNMENT, assignment(2))
+        await eventually(lambda: _has_results(bus), "the worker's result")
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        rc = await asyncio.to_thread(worker.wait, 60)
+        server.shutdown()
+    assert rc == 0, (tmp_path / "worker.log").read_text()
+    names = []
+    for body in _Collector.received:
+        req = ExportTraceServiceRequest.FromString(body)
+        for rs in req.resource_spans:
+            service = {a.key: a.value.string_value for a in rs.resource.attributes}["service.name"]
+            names += [(service, span.name) for ss in rs.scope_spans for span in ss.spans]
+    assert ("worker", "worker handle") in names
+
+
+async def _has_results(bus: Bus) -> bool:
+    return bool(await bus.history(subjects.RESULT_GATE, GateResult))

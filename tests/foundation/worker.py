@@ -62,8 +62,7 @@ def main() -> None:
 
         out = open(spans, "w")
         telemetry.setup("worker", settings, ConsoleSpanExporter(out=out, formatter=lambda s: s.to_json(indent=None) + "\n"))
-    asyncio.run(run_service(Worker(mode), settings))
-    telemetry.shutdown()
+    asyncio.run(run_service(Worker(mode), settings))  # flushes its spans before returning
 
 
 if __name__ == "__main__":

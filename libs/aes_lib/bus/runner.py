@@ -103,7 +103,7 @@ class _Runner:
                 except (nats.errors.TimeoutError, asyncio.TimeoutError):  # nats-py raises either
                     continue
                 for m in msgs:
-                    task = asyncio.create_task(self.handle(m))
+                    task = asyncio.create_task(self.guarded(m))
                     inflight.add(task)
                     task.add_done_callback(inflight.discard)
         finally:
@@ -112,6 +112,14 @@ class _Runner:
                 await asyncio.gather(*inflight, return_exceptions=True)
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
+
+    async def guarded(self, msg: Msg) -> None:
+        try:
+            await self.handle(msg)
+        except Exception:
+            # The bus itself failed (e.g. the dead-letter publish): the message stays
+            # unacked and comes back after ack_wait.
+            log.exception("%s: could not settle %s", self.service.name, msg.subject)
 
     async def handle(self, msg: Msg) -> None:
         svc = self.service
@@ -222,5 +230,6 @@ async def run_service(
         await serve(service, bus, stop, backoff, on_ready)
     finally:
         await bus.close()
+        await asyncio.to_thread(telemetry.flush)
         for sig in signals:
             loop.remove_signal_handler(sig)
