@@ -9,6 +9,7 @@ Backward: ``d logits = g * (onehot(y) - softmax)``; a 2-D grid of (token block,
 vocabulary chunk) recomputes its logits tile from ``h``, ``W`` and the saved
 logsumexp, then adds its share of ``dh = dlogits @ W`` and ``dW = dlogits.T @ h``
 with fp32 atomics. Peak extra memory is the fp32 gradient buffers, never ``T x V``.
+Row offsets are widened to int64: ``V x H`` passes 2**31 elements for large models.
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ def _logits_tile(h_ptr, w_ptr, rows, cols, row_ok, col_ok, H, stride_h, stride_w
     for k0 in range(0, H, BLOCK_H):
         ks = k0 + tl.arange(0, BLOCK_H)
         k_ok = ks < H
-        hb = tl.load(h_ptr + rows[:, None] * stride_h + ks[None, :],
+        hb = tl.load(h_ptr + rows[:, None].to(tl.int64) * stride_h + ks[None, :],
                      mask=row_ok[:, None] & k_ok[None, :], other=0.0)
-        wb = tl.load(w_ptr + cols[:, None] * stride_w + ks[None, :],
+        wb = tl.load(w_ptr + cols[:, None].to(tl.int64) * stride_w + ks[None, :],
                      mask=col_ok[:, None] & k_ok[None, :], other=0.0)
         acc = tl.dot(hb, tl.trans(wb), acc, input_precision=PRECISION)
     return acc
@@ -80,15 +81,15 @@ def _bwd_kernel(h_ptr, w_ptr, y_ptr, lse_ptr, g_ptr, dh_ptr, dw_ptr, T, V, H, st
     for k0 in range(0, H, BLOCK_H):
         ks = k0 + tl.arange(0, BLOCK_H)
         k_ok = ks < H
-        wb = tl.load(w_ptr + cols[:, None] * stride_w + ks[None, :],
+        wb = tl.load(w_ptr + cols[:, None].to(tl.int64) * stride_w + ks[None, :],
                      mask=col_ok[:, None] & k_ok[None, :], other=0.0)
         dh = tl.dot(dlogits, wb, input_precision=PRECISION)
-        tl.atomic_add(dh_ptr + rows[:, None] * H + ks[None, :], dh,
+        tl.atomic_add(dh_ptr + rows[:, None].to(tl.int64) * H + ks[None, :], dh,
                       mask=row_ok[:, None] & k_ok[None, :])
-        hb = tl.load(h_ptr + rows[:, None] * stride_h + ks[None, :],
+        hb = tl.load(h_ptr + rows[:, None].to(tl.int64) * stride_h + ks[None, :],
                      mask=row_ok[:, None] & k_ok[None, :], other=0.0)
         dw = tl.dot(tl.trans(dlogits), hb, input_precision=PRECISION)
-        tl.atomic_add(dw_ptr + cols[:, None] * H + ks[None, :], dw,
+        tl.atomic_add(dw_ptr + cols[:, None].to(tl.int64) * H + ks[None, :], dw,
                       mask=col_ok[:, None] & k_ok[None, :])
 
 
