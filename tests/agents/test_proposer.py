@@ -196,3 +196,26 @@ async def test_local_model_episode_reaches_the_validator_or_is_recorded(bus, loc
         traj_ref = ref.trajectory
     traj = load_trajectory(bus.blobs, traj_ref)
     assert traj.turns and all(len(t.completion_token_ids) == len(t.completion_logprobs) > 0 for t in traj.turns)
+
+
+async def test_only_memory_and_tools_persist_and_instructions_stay_the_harness_copy(tmp_path):
+    from aes_lib.agents.proposer.harness import run_episode
+    from aes_lib.blobstore import open_store
+    from aes_lib.models import ChatClient
+
+    store = open_store(f"file://{tmp_path}/blobs")
+    state = tmp_path / "state.tar.gz"
+    a = Assignment(idempotency_key="p", episode_id="ep", assignment_id="p", direction="new", mode="agent")
+    tamper = ("```bash\necho hacked > instructions.md && echo keep > memory/x && echo tool > tools/t.sh"
+              " && ln -s /etc/passwd memory/link && mkfifo tools/pipe\n```")
+    look = "```bash\nhead -1 instructions.md; cat memory/x tools/t.sh; ls memory tools\n```"
+    with ReplayServer([tamper, "TASK_DONE"]) as srv:
+        ep1 = await run_episode(a, ChatClient(srv.url, "replay"), None, ImageCache(), store, past=[], state_file=state)
+    assert ep1.trajectory.turns[0].exit_code == 0 and ep1.submission is None
+    with ReplayServer([look, "TASK_DONE"]) as srv:
+        ep2 = await run_episode(a, ChatClient(srv.url, "replay"), None, ImageCache(), store, past=[], state_file=state)
+        first_prompt = srv.requests[0]["messages"][1]["content"]
+    out = ep2.trajectory.turns[0].output
+    assert out.splitlines()[1] == "# Writing a training environment"  # the harness's copy, not "hacked"
+    assert "keep\ntool\n" in out and "link" not in out and "pipe" not in out
+    assert "hacked" not in first_prompt

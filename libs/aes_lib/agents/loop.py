@@ -55,12 +55,12 @@ class LoopLimits:
     """Wall-clock budget of the whole loop; checked before each model call."""
     command_timeout_s: float = 60.0
     """Per command run in the container."""
-    max_output_chars: int = 2000
+    max_output_chars: int = 1500
     """Output returned to the model per command (head and tail kept)."""
     max_tokens: int = 384
     """Completion tokens per model call."""
     temperature: float = 0.7
-    history_turns: int = 8
+    history_turns: int = 6
     """Past exchanges re-sent to the model (the task itself always is); keeps a small
     model's context bounded while the trajectory records everything."""
 

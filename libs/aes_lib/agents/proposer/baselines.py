@@ -65,12 +65,26 @@ def _example() -> str:
     return format_files(files)
 
 
+def parent_view(parent_dir: Path, max_chars: int = 2500, data_lines: int = 5) -> str:
+    """The parent's files in the reply format, bounded for a small context: data files
+    under environment/ show only their first lines, long files their head and tail."""
+    files: dict[str, str] = {}
+    for p in sorted(parent_dir.rglob("*")):
+        rel = str(p.relative_to(parent_dir))
+        if not p.is_file() or rel == "tests/test.sh":  # the managed verifier is always the same
+            continue
+        text = p.read_text(errors="replace")
+        if rel.startswith("environment/") and rel != "environment/Dockerfile":
+            head = "\n".join(text.splitlines()[:data_lines])
+            text = f"{head}\n[... data file, {p.stat().st_size} bytes in all ...]"
+        files[rel] = truncate(text, max_chars)
+    return format_files(files)
+
+
 def first_prompt(a: Assignment, parent_dir: Path | None) -> str:
     parts = [INSTRUCTIONS.read_text().split("## How to work")[0], assignment_text(a)]
     if parent_dir is not None:
-        files = {str(p.relative_to(parent_dir)): p.read_text(errors="replace")
-                 for p in sorted(parent_dir.rglob("*")) if p.is_file() and p.stat().st_size < 20_000}
-        parts.append("## The parent task\n" + format_files(files))
+        parts.append("## The parent task\n" + parent_view(parent_dir))
     parts.append("## Example of the reply format (a trivial task)\n" + _example())
     parts.append("Now write the new task's files.")
     return "\n\n".join(parts)

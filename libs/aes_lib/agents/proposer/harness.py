@@ -50,8 +50,9 @@ class EpisodeBudget:
     """Budgets and container of one proposer episode."""
 
     loop: LoopLimits = LoopLimits(max_turns=40, time_limit_s=1800.0, command_timeout_s=120.0,
-                                  max_output_chars=3000, max_tokens=1024)
-    """Turns, wall time, per-command timeout and output size of the proposer's loop."""
+                                  max_output_chars=2500, max_tokens=1024, history_turns=3)
+    """Turns, wall time, per-command timeout, output size and re-sent history of the proposer's
+    loop (sized so the local model's 8192-token context holds instructions + 3 exchanges)."""
     tools: ToolBudget = field(default_factory=ToolBudget)
     """Limits of the harness tools."""
     image: str = "aes-base:latest"
