@@ -165,12 +165,18 @@ class _Runner:
     async def _heartbeat(self, msg: Msg) -> None:
         while True:
             await asyncio.sleep(self.service.ack_wait / 3)
-            await msg.in_progress()
+            try:
+                await msg.in_progress()
+            except nats.errors.Error:
+                # Connection lost: the message will be redelivered; the handler's
+                # eventual ack fails the same way and is logged by ``guarded``.
+                return
 
     async def dead_letter(self, msg: Msg, error: str) -> None:
         md = msg.metadata
         letter = DeadLetter(
-            idempotency_key=f"dlq:{self.stream}:{md.sequence.stream}",
+            # Per consumer: two services reading one limits stream may both give up on a message.
+            idempotency_key=f"dlq:{self.service.name}:{self.stream}:{md.sequence.stream}",
             episode_id=_episode_id(msg.data),
             subject=msg.subject,
             stream=self.stream,
