@@ -98,3 +98,15 @@ async def test_cost_per_call_uses_reported_usage():
     assert (turn.prompt_tokens, turn.completion_tokens) == (1000, 100)
     assert turn.cost_usd == pytest.approx((1000 * 10 + 100 * 20) / 1e6)
     assert turn.completion_token_ids == [] and turn.prompt_token_ids == []
+
+
+def test_token_ids_from_llamacpp_and_vllm_logprob_shapes():
+    from aes_lib.models.client import _completion_tokens
+
+    llama = {"content": [{"id": 7, "token": "ls", "logprob": -0.5}, {"id": 9, "token": " -l", "logprob": -1.25}]}
+    assert _completion_tokens(llama) == ([7, 9], [-0.5, -1.25])
+    vllm = {"content": [{"token": "token_id:7", "logprob": -0.5}, {"token": "token_id:9", "logprob": -1.25}]}
+    assert _completion_tokens(vllm) == ([7, 9], [-0.5, -1.25])
+    # A server that returns text tokens only: no ids at all, never misaligned lists.
+    assert _completion_tokens({"content": [{"token": "ls", "logprob": -0.5}]}) == ([], [])
+    assert _completion_tokens(None) == ([], [])

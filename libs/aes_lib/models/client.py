@@ -5,8 +5,8 @@ Per turn it records the completion's token ids and the sampler's log-probs (from
 token counts and cost. Verified against xllamacpp (llama.cpp server): completion
 ids are in ``logprobs.content[*].id``; prompt ids come from ``POST /apply-template``
 then ``POST /tokenize``. vLLM (not verifiable here, no vLLM server on these
-machines): with ``return_tokens_as_token_ids`` each token reads ``token_id:N``,
-which is parsed; its prompt ids are read from a ``prompt_token_ids`` field when
+machines): with ``vllm_token_ids`` the client asks for ``return_tokens_as_token_ids``
+and parses each token's ``token_id:N``; its prompt ids are read from a ``prompt_token_ids`` field when
 the response has one. A server that returns neither leaves the lists empty.
 """
 
@@ -102,6 +102,8 @@ class ChatClient:
     prices: PriceTable = field(default_factory=PriceTable.load)
     want_prompt_ids: bool = True
     """Ask the server for the prompt's token ids (llama.cpp's tokenizer endpoints)."""
+    vllm_token_ids: bool = False
+    """Send vLLM's ``return_tokens_as_token_ids`` (other servers may reject the unknown field)."""
     usage: Usage = field(default_factory=Usage)
     _http: httpx.AsyncClient | None = field(default=None, init=False, repr=False)
     _template_endpoints: bool | None = field(default=None, init=False, repr=False)
@@ -192,8 +194,9 @@ class ChatClient:
             "temperature": temperature,
             "logprobs": True,
             "top_logprobs": 1,  # llama.cpp omits logprobs entirely with 0
-            "return_tokens_as_token_ids": True,  # vLLM; ignored elsewhere
         }
+        if self.vllm_token_ids:
+            body["return_tokens_as_token_ids"] = True
         if stop:
             body["stop"] = stop
         if seed is not None:
