@@ -36,6 +36,8 @@ SERVICE_READY_TIMEOUT = 180.0
 STOP_TIMEOUT = 30.0
 """Seconds a service gets to drain after SIGTERM before SIGKILL."""
 NATS_USER = "aes"
+MODEL_MARKER = "aes_lib.models.serve"
+"""Module of the local model server (another area's), also found in its command line."""
 
 logger = logging.getLogger("aes.stack")
 
@@ -148,7 +150,7 @@ def _start_model(home: Path) -> tuple[int, str]:
     url_file = home / "model.url"
     url_file.unlink(missing_ok=True)
     log = home / "logs" / "model.log"
-    proc = _spawn([sys.executable, "-m", "aes_lib.models.serve", "--port", "0", "--url-file", str(url_file)], log)
+    proc = _spawn([sys.executable, "-m", MODEL_MARKER, "--port", "0", "--url-file", str(url_file)], log)
     deadline = time.monotonic() + MODEL_START_TIMEOUT
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -169,30 +171,35 @@ def service_command(target: str, ready_file: Path) -> list[str]:
     return [sys.executable, "-m", "aes_cli.main", "service", target, "--ready-file", str(ready_file)]
 
 
-def _wants_model(settings: Settings) -> bool:
-    return not settings.model_url and importlib.util.find_spec("aes_lib.models.serve") is not None
-
-
 def up(settings: Settings, services: Mapping[str, str] | None = None, model: bool = True) -> Settings:
     """Start whatever part of the stack is not running; returns the stack's ``Settings``.
 
     ``services`` maps names to ``module:Class`` (default: ``aes_services.registry.SERVICES``);
-    ``model=False`` skips the local model server.
+    ``model=False`` skips the local model server, as does an ``AES_MODEL_URL`` of another server.
     """
     from aes_services.registry import SERVICES
 
     services = SERVICES if services is None else services
     home = settings.home
-    for d in ("nats", "logs", "blobs"):
+    for d in ("nats", "logs", "blobs", "run"):
         (home / d).mkdir(parents=True, exist_ok=True)
     password = _credential(home)
     state = StackState.load(home)
 
     if state is None or not alive(state.nats, "nats-server"):
+        old = state
         pid, url = _start_nats(home, password)
         state = StackState(settings={"nats_url": url, "nats_user": NATS_USER, "nats_password": password}, nats=pid)
+        if old is not None:
+            # Services left from before still retry the dead server's port: replace them.
+            for old_pid in old.services.values():
+                _stop(old_pid, SERVICE_MARKER, STOP_TIMEOUT)
+            if alive(old.model, MODEL_MARKER):
+                state.model, state.settings["model_url"] = old.model, old.settings["model_url"]
         state.save(home)
-    if model and _wants_model(settings) and not alive(state.model, "aes_lib.models.serve"):
+    # settings.model_url may be this stack's own (read back from stack.json) or another server's.
+    ours = settings.model_url in ("", state.settings.get("model_url"))
+    if model and ours and importlib.util.find_spec(MODEL_MARKER) and not alive(state.model, MODEL_MARKER):
         state.model, state.settings["model_url"] = _start_model(home)
         state.save(home)
 
@@ -203,7 +210,6 @@ def up(settings: Settings, services: Mapping[str, str] | None = None, model: boo
         if not alive(state.services.get(name), SERVICE_MARKER):
             target = name if SERVICES.get(name) == spec else spec
             ready = home / "run" / f"{name}.ready"
-            ready.parent.mkdir(exist_ok=True)
             ready.unlink(missing_ok=True)
             started[name] = _spawn(service_command(target, ready), home / "logs" / f"{name}.log", env)
             state.services[name] = started[name].pid
@@ -262,7 +268,7 @@ def down(home: Path) -> list[str]:
     for name, pid in running.items():
         _stop(pid, SERVICE_MARKER, STOP_TIMEOUT)
         stopped.append(name)
-    if _stop(state.model, "aes_lib.models.serve", STOP_TIMEOUT):
+    if _stop(state.model, MODEL_MARKER, STOP_TIMEOUT):
         stopped.append("model")
     if _stop(state.nats, "nats-server", STOP_TIMEOUT):
         stopped.append("nats")

@@ -141,3 +141,26 @@ def test_unknown_service_is_a_clear_error() -> None:
     r = subprocess.run([sys.executable, "-m", "aes_cli.main", "service", "no-such-service"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode != 0 and "unknown service 'no-such-service'" in r.stderr
+
+
+async def test_up_after_nats_died_replaces_the_services_that_pointed_at_it(home: Path) -> None:
+    first = await asyncio.to_thread(stack.up, Settings.from_env(), SERVICES, False)
+    before = stack.StackState.load(home)
+    os.kill(before.nats, signal.SIGKILL)
+    await eventually(lambda: _gone(before.nats), "nats-server to die")
+    second = await asyncio.to_thread(stack.up, Settings.from_env(), SERVICES, False)
+    after = stack.StackState.load(home)
+    assert after.nats != before.nats and second.nats_password == first.nats_password
+    assert after.services["probe"] != before.services["probe"]
+    assert not stack.alive(before.services["probe"], stack.SERVICE_MARKER)
+    async with await Bus.connect(Settings.from_env()) as bus:
+        await bus.publish(subjects.ASSIGNMENT, assignment(2))
+        await eventually(lambda: _has_result(bus), "the new probe to answer")
+
+
+async def _gone(pid: int) -> bool:
+    return not stack.alive(pid, "nats-server")
+
+
+async def _has_result(bus: Bus) -> bool:
+    return bool(await bus.history(subjects.RESULT_GATE, GateResult))
