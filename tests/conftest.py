@@ -91,7 +91,6 @@ def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
             nats_user=user,
             nats_password=password,
             blob_url=f"file://{root / 'blobs'}",
-            route="validate,contamination,review,reset,calibrate",
         )
     finally:
         _stop(proc)

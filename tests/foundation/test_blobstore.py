@@ -11,6 +11,7 @@ import pytest
 from aes_proto.messages import BlobRef
 
 from aes_lib.blobstore import (
+    BlobAuthError,
     BlobCorruptError,
     BlobKeyError,
     BlobNotFoundError,
@@ -134,3 +135,13 @@ def test_100_mb_object_is_streamed(blob_store: BlobStore, tmp_path: Path) -> Non
 def test_bad_store_url(url: str) -> None:
     with pytest.raises(BlobURLError):
         open_store(url)
+
+
+@pytest.mark.parametrize("which", ["access", "secret"])
+def test_s3_refuses_wrong_credentials(s3_server, which: str) -> None:
+    import dataclasses
+
+    settings = s3_server.settings()
+    wrong = dataclasses.replace(settings, **{f"s3_{which}_key": "wrong-" + which})
+    with pytest.raises(BlobAuthError, match="refused the credentials"):
+        open_store(wrong.blob_url, wrong)

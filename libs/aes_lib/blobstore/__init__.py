@@ -15,6 +15,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from aes_lib.blobstore.base import BlobStore, check_key, content_key, sha256_file
 from aes_lib.blobstore.errors import (
+    BlobAuthError,
     BlobCorruptError,
     BlobError,
     BlobKeyError,
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BlobStore",
     "BlobError",
+    "BlobAuthError",
     "BlobCorruptError",
     "BlobKeyError",
     "BlobNotFoundError",

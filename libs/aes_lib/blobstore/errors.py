@@ -11,6 +11,10 @@ class BlobURLError(BlobError):
     """The store URL is malformed or names an unknown scheme."""
 
 
+class BlobAuthError(BlobError):
+    """The object store refused the credentials."""
+
+
 class BlobKeyError(BlobError):
     """A key that could escape the store or is empty (``..``, absolute, backslash)."""
 

@@ -9,7 +9,9 @@ from minio import Minio
 from minio.error import S3Error
 
 from aes_lib.blobstore.base import CHUNK, BlobStore
-from aes_lib.blobstore.errors import BlobNotFoundError
+from aes_lib.blobstore.errors import BlobAuthError, BlobNotFoundError
+
+AUTH_ERRORS = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch"}
 
 PART_SIZE = 8 << 20
 """Multipart upload part size: bounds the memory a large upload uses."""
@@ -21,8 +23,13 @@ class S3BlobStore(BlobStore):
         self.bucket = bucket
         self.prefix = prefix.strip("/")
         self.url = f"s3://{bucket}/{self.prefix}" if self.prefix else f"s3://{bucket}"
-        if not client.bucket_exists(bucket):
-            client.make_bucket(bucket)
+        try:
+            if not client.bucket_exists(bucket):
+                client.make_bucket(bucket)
+        except S3Error as e:
+            if e.code in AUTH_ERRORS:
+                raise BlobAuthError(f"{self.url}: the server refused the credentials ({e.code})") from e
+            raise
 
     def _name(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
