@@ -141,11 +141,11 @@ async def test_malformed_message_goes_straight_to_dead_letter(bus: Bus, fresh_na
 
 async def test_long_handler_heartbeats_instead_of_being_redelivered(bus: Bus, fresh_nats: Settings) -> None:
     class Slow(Recorder):
-        ack_wait = 1.0
+        ack_wait = 2.0
 
         async def handle(self, msg: Assignment, ctx: Context) -> None:
             self.attempts[msg.idempotency_key] += 1
-            await asyncio.sleep(3.5)  # several ack_waits
+            await asyncio.sleep(7.0)  # several ack_waits
             self.seen.append(msg.idempotency_key)
 
     seen: list[str] = []
