@@ -248,3 +248,14 @@ async def test_unreachable_server_is_a_specific_error(nats_server: Settings) -> 
 
     with pytest.raises(BusUnavailableError):
         await Bus.connect(dataclasses.replace(nats_server, nats_url="nats://127.0.0.1:1"))
+
+
+async def test_history_reads_every_stored_message_in_order(bus: Bus) -> None:
+    assert await bus.history(subjects.RESULT_GATE, GateResult) == []
+    sent = [GateResult(idempotency_key=f"g-{i}", episode_id="e", env_id=f"env-{i}", gate="g", ok=True, reason="ok")
+            for i in range(600)]
+    for start in range(0, 600, 100):
+        await asyncio.gather(*(bus.publish(subjects.RESULT_GATE, m) for m in sent[start:start + 100]))
+    got = await bus.history(subjects.RESULT_GATE, GateResult)
+    assert sorted(g.idempotency_key for g in got) == sorted(m.idempotency_key for m in sent)
+    assert await bus.history(subjects.RESULT_GATE, GateResult) == got  # reading does not consume

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import nats
 from nats.aio.client import Client as NATS
-from nats.js.api import ConsumerConfig, DeliverPolicy, PubAck
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, PubAck
 from nats.js.errors import BucketNotFoundError
 from nats.js.kv import KeyValue
 
@@ -112,18 +112,20 @@ class Bus:
         sub = await self.js.pull_subscribe(
             subject,
             stream=stream_for(subject),
-            config=ConsumerConfig(deliver_policy=DeliverPolicy.ALL, inactive_threshold=30.0),
+            config=ConsumerConfig(
+                deliver_policy=DeliverPolicy.ALL, ack_policy=AckPolicy.NONE, inactive_threshold=30.0
+            ),
         )
         out: list[M] = []
         try:
+            if (await sub.consumer_info()).num_pending == 0:
+                return out  # nothing stored: do not wait out a fetch
             while True:
                 try:
                     msgs = await sub.fetch(256, timeout=timeout)
                 except (nats.errors.TimeoutError, asyncio.TimeoutError):  # nats-py raises either
                     return out
-                for m in msgs:
-                    out.append(decode(m.data, type_))
-                    await m.ack()
+                out.extend(decode(m.data, type_) for m in msgs)
                 if msgs[-1].metadata.num_pending == 0:
                     return out
         finally:
