@@ -22,8 +22,9 @@ from aes_proto.messages import CalibrationResult, PoolEvent
 from aes_lib.flywheel.pool_store import BUCKET, PoolStore
 from aes_lib.flywheel.rounds import decode_any, run_rounds
 from aes_lib.flywheel.seeding import seed_pool
+from aes_services.pool import PoolService
 
-from flywheel_helpers import GIVE_UP_ONE, one_turn_solve, routed_replay
+from flywheel_helpers import GIVE_UP_ONE, idle, one_turn_solve, routed_replay, wait_for
 from replay_server import ReplayServer
 from test_calibrator import SEED
 from test_e2e_replay import REVIEW_OK, _variant_reply
@@ -91,6 +92,12 @@ async def test_sigkill_mid_round_loses_nothing_and_admits_once(victim, fresh_nat
         lines: list[str] = []
         try:
             [r1] = await run_rounds(bus, size, rounds=1, fresh=1, review=False, round_timeout=300, out=lines.append)
+            assert r1.done, "\n".join(lines)
+            # The pool acts on the final result after the round is over: wait until it has.
+            [admitted] = [r for r in await bus.history(subjects.RESULT_CALIBRATION, CalibrationResult)
+                          if r.decision == "admitted"]
+            await wait_for(bus, subjects.POOL_EVENT, PoolEvent, lambda m: any(e.env_id == admitted.env_id for e in m))
+            await idle(bus, PoolService)
         finally:
             await sub.unsubscribe()
             for p in procs.values():
