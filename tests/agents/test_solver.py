@@ -110,3 +110,15 @@ async def test_local_model_rollout_stores_token_ids_and_logprobs(local_model_url
         assert len(turn.prompt_token_ids) == turn.prompt_tokens > 0
     assert 0.0 <= t.reward <= 1.0 and "reward" in t.verifier_output
     assert t.n_tokens == sum(turn.completion_tokens for turn in t.turns)
+
+
+async def test_rollouts_run_concurrently_up_to_the_limit(tmp_path):
+    from aes_lib.agents.solver import run_rollouts
+
+    task = Task.load(SEED)
+    store = open_store(f"file://{tmp_path}/blobs")
+    with ReplayServer(["TASK_DONE"] * 4, delay_s=0.5) as srv:
+        async with ChatClient(srv.url, "replay") as client:
+            done = await run_rollouts([(task, "seed-csv")] * 4, client, ImageCache(), store, LoopLimits(), concurrency=2)
+    assert len({r.trajectory.rollout_id for r in done}) == 4 and all(r.trajectory.reward == 0.0 for r in done)
+    assert 1 <= srv.peak_in_flight <= 2

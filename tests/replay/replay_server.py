@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -28,9 +29,14 @@ class ReplayServer:
     model: str = "replay"
     fail_first: int = 0
     fail_status: int = 503
+    delay_s: float = 0.0
+    """Hold each answer this long (lets concurrent callers overlap)."""
+    peak_in_flight: int = 0
+    """Most requests being answered at once."""
     requests: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _in_flight: int = 0
 
     @classmethod
     def from_file(cls, path: Path, **kw: Any) -> "ReplayServer":
@@ -68,7 +74,13 @@ class ReplayServer:
                 if self.path.rstrip("/") != "/v1/chat/completions":
                     status, out = 404, {"error": {"message": f"no route {self.path}"}}
                 else:
+                    with replay._lock:
+                        replay._in_flight += 1
+                        replay.peak_in_flight = max(replay.peak_in_flight, replay._in_flight)
+                    time.sleep(replay.delay_s)
                     status, out = replay._answer(json.loads(raw))
+                    with replay._lock:
+                        replay._in_flight -= 1
                 data = json.dumps(out).encode()
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
