@@ -54,7 +54,7 @@ MAX_REPORTED = 20
 """Differing paths named in the verdict's detail."""
 
 _SHEBANG = re.compile(r"^#!.*$", re.MULTILINE)  # an interpreter path is not task state
-_ABS_PATH = re.compile(r"(?<![\w./~-])/(?:[\w.@+-]+/?)+")
+_ABS_PATH = re.compile(r"(?<![\w./~*<>-])/(?:[\w.@+-]+/?)+")  # not after a word, URL, glob or tag
 
 
 

@@ -121,12 +121,14 @@ async def test_a_retry_that_succeeds_gives_verdicts(task_dir):
 
 
 async def test_prompt_respects_the_character_budget(task_dir):
-    (task_dir / "tests" / "big.py").write_text("x = 1\n" * 5000)
+    (task_dir / "environment" / "big.csv").write_text("1,2,3\n" * 5000)
     with ReplayServer([json.dumps(_answer())]) as srv:
         async with ChatClient(srv.url, "replay", retry=RetryPolicy(attempts=1)) as client:
             await review_task(task_dir, client, _settings(max_file_chars=500, max_total_chars=2000))
     prompt = srv.requests[0]["messages"][-1]["content"]
     assert "more characters]" in prompt
+    # Tests and solution come before bulky environment data, so the budget cuts the data.
+    assert prompt.index("=== tests/test.sh ===") < prompt.index("=== environment/big.csv ===")
     files_part = prompt.split("The task's files:", 1)[1]
     assert len(files_part) < 2000 + 400  # budget plus headers and truncation notes
 

@@ -6,12 +6,12 @@ Each n-gram window (stride 1, never across two instructions) is keyed by a 64-bi
 hash of its ids; the keys are sorted (``hashes``) next to the window's start in
 ``tokens`` (``starts``).
 
-A check maps the candidate's tokens to ids (a token the held-out set never uses
-cannot be part of a shared n-gram, so its windows are skipped), hashes every
-window with a few vectorized passes, looks the hashes up with one binary search,
-and verifies each hit token by token against the stored ids, so a hash collision
-can never produce a false report. The work is linear in the candidate's length
-(plus log of the index size per window).
+A check maps the candidate's tokens to ids (any token the held-out set never
+uses gets one shared "unknown" id), hashes every window with a few vectorized
+passes (one prefix sum, whatever n), drops almost every window with a one-byte
+prefilter, binary-searches the rest, and verifies each hit token by token against
+the stored ids: a hash collision, or a window holding an unknown token, can never
+produce a report. The work is linear in the candidate's length.
 """
 
 from __future__ import annotations

@@ -15,16 +15,17 @@ _SYSTEM = (
     "one-sentence reason. Answer with a single JSON object and nothing else."
 )
 
-# Files the reviewer reads first; then everything else under these folders.
-_FIRST = ("instruction.md", "task.toml")
-_FOLDERS = ("environment", "solution", "tests")
+# Files the reviewer reads first; then everything under these folders, in this order,
+# so that bulky data in environment/ is what a tight budget truncates.
+_FIRST = ("instruction.md", "task.toml", "environment/Dockerfile")
+_FOLDERS = ("tests", "solution", "environment")
 
 
 def task_files(task_dir: Path, max_file_chars: int, max_total_chars: int) -> list[tuple[str, str]]:
     """(relative path, text) of the task's text files, each and all together truncated."""
     paths = [task_dir / name for name in _FIRST if (task_dir / name).is_file()]
     for folder in _FOLDERS:
-        paths += sorted(p for p in (task_dir / folder).rglob("*") if p.is_file())
+        paths += sorted(p for p in (task_dir / folder).rglob("*") if p.is_file() and p not in paths)
     files: list[tuple[str, str]] = []
     budget = max_total_chars
     for path in paths:

@@ -42,8 +42,9 @@ class ReviewSettings:
     """Sampling temperature; 0 makes a review repeatable on one endpoint."""
     max_file_chars: int = 4000
     """Characters of one task file shown to the model (the rest is marked truncated)."""
-    max_total_chars: int = 12000
-    """Characters of all task files together, to fit small context windows."""
+    max_total_chars: int = 8000
+    """Characters of all task files together (about 3-4k tokens of code), to fit small
+    context windows and keep a CPU-served model's prompt time in the tens of seconds."""
     structured: bool = True
     """Send ``response_format`` with the answer's JSON Schema (grammar-constrained decoding
     on llama.cpp, vLLM and OpenAI); turn off for an endpoint that rejects it."""
