@@ -1,9 +1,10 @@
 """DPPO math for the learner: Triton kernels on CUDA, the torch reference elsewhere.
 
-``token_logprobs`` and ``dppo_loss`` pick the implementation per call:
+``token_logprobs`` and ``dppo_objective`` pick the implementation per call:
 ``backend="auto"`` uses Triton for CUDA tensors, and for CPU tensors only when
 ``TRITON_INTERPRET=1`` (the Triton interpreter, used by the tests); otherwise the
-torch reference. ``"triton"`` and ``"torch"`` force one.
+torch reference. ``"triton"`` and ``"torch"`` force one. (The dispatcher is not named ``dppo_loss``:
+importing the submodule of that name would replace it on the package.)
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def token_logprobs(h: torch.Tensor, w: torch.Tensor, y: torch.Tensor, *, backend
     return token_logprobs_reference(h, w, y)
 
 
-def dppo_loss(
+def dppo_objective(
     logp: torch.Tensor,
     mu_logp: torch.Tensor,
     adv: torch.Tensor,
@@ -55,4 +56,4 @@ def dppo_loss(
     return dppo_loss_reference(logp, mu_logp, adv, valid, delta=delta, divergence=divergence, normalizer=normalizer)
 
 
-__all__ = ["Backend", "Divergence", "DppoOutput", "dppo_loss", "token_logprobs", "use_triton"]
+__all__ = ["Backend", "Divergence", "DppoOutput", "dppo_objective", "token_logprobs", "use_triton"]

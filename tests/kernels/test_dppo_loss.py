@@ -101,3 +101,13 @@ def test_unknown_divergence_raises(impl):
     logp, mu_logp, adv = _case(0.5, 0.2, 1.0)
     with pytest.raises(ValueError, match="divergence must be 'tv' or 'kl'"):
         IMPLS[impl](logp, mu_logp, adv, torch.ones(1), divergence="js")
+
+
+def test_dispatcher_survives_the_kernel_submodule_import():
+    import aes_kernels
+    import aes_kernels.dppo_loss  # noqa: F401  (sets the package attribute of that name)
+
+    logp, mu_logp, adv = _case(0.45, 0.40, 1.0)
+    for backend in ("triton", "torch"):
+        out = aes_kernels.dppo_objective(logp, mu_logp, adv, torch.ones(1), backend=backend)
+        assert out.loss.item() == pytest.approx(-0.45 / 0.40, rel=1e-5)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 
-from aes_kernels import dppo_loss
+from aes_kernels import dppo_objective
 
 LossFn = Callable[..., object]
 """``fn(logp, mu_logp, adv, valid, *, delta, normalizer, backend) -> aes_kernels.DppoOutput``."""
@@ -31,5 +31,5 @@ def get_loss(name: str) -> LossFn:
         raise UnknownLossError(f"unknown loss {name!r}; registered: {sorted(LOSSES)}") from None
 
 
-register_loss("dppo_tv", partial(dppo_loss, divergence="tv"))
-register_loss("dppo_kl", partial(dppo_loss, divergence="kl"))
+register_loss("dppo_tv", partial(dppo_objective, divergence="tv"))
+register_loss("dppo_kl", partial(dppo_objective, divergence="kl"))
