@@ -104,10 +104,7 @@ def measure_cuda(impl: str, T: int, H: int, dtype: torch.dtype) -> tuple[float, 
     fwd_bwd(fn, h, w, y)
     torch.cuda.synchronize()
     peak = (torch.cuda.max_memory_allocated() - base) / 2**20
-    secs = time_it(lambda: fwd_bwd(fn, h, w, y), "cuda", warmup=1, reps=5)
-    del h, w, y
-    torch.cuda.empty_cache()
-    return secs, peak
+    return time_it(lambda: fwd_bwd(fn, h, w, y), "cuda", warmup=1, reps=5), peak
 
 
 def _cpu_child(impl: str, T: int, H: int, q) -> None:
@@ -247,6 +244,8 @@ def main() -> None:
         for impl in impls:
             try:
                 res[impl] = measure_cuda(impl, T, H, dt) if device == "cuda" else measure_cpu(impl, T, H)
+                if device == "cuda":
+                    torch.cuda.empty_cache()  # the next measurement starts from the inputs only
             except torch.OutOfMemoryError:
                 res[impl] = "OOM"
                 torch.cuda.empty_cache()
