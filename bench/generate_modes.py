@@ -7,7 +7,7 @@ episode as a ratio against the Prompt baseline measured in the same run. It also
 measures the model client's overhead for recording prompt token ids (two extra
 llama.cpp calls per turn) as a ratio against plain chat calls.
 
-Run: ``.venv/bin/python bench/generate_modes.py [--n 2]``; writes
+Run: ``.venv/bin/python bench/generate_modes.py [--n 1]``; writes
 ``bench/results/generate_modes.md``. Needs Docker and the aes-base image.
 """
 
@@ -64,8 +64,8 @@ async def bench(url: str, n: int, tmp: Path) -> list[str]:
     packed = pack(parent_dir)
     parent = (packed.sha256, store.put_content("bundles", packed.data, suffix=".tar.gz"))
     base = EpisodeBudget()
-    budget = replace(base, loop=replace(base.loop, max_turns=4, max_tokens=256))
-    baseline = BaselineLimits(max_tokens=512, max_revisions=1)
+    budget = replace(base, loop=replace(base.loop, max_turns=3, max_tokens=192))
+    baseline = BaselineLimits(max_tokens=384, max_revisions=1)
     images = ImageCache()
     rows, stats = [], {}
     for mode in MODES:
@@ -84,8 +84,8 @@ async def bench(url: str, n: int, tmp: Path) -> list[str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=2, help="generations per mode")
-    ap.add_argument("--overhead-calls", type=int, default=5)
+    ap.add_argument("--n", type=int, default=1, help="generations per mode")
+    ap.add_argument("--overhead-calls", type=int, default=3)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="aes-bench-generate-") as tmp:
         with spawn(Path(tmp) / "url", Path(tmp) / "server.log") as url:
@@ -95,9 +95,9 @@ def main() -> None:
         "# Generation modes on the local model",
         "",
         f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}",
-        f"- machine: {machine()}",
+        f"- machine: {machine()}; load average at the end: {os.getloadavg()[0]:.1f} (shared with other jobs)",
         f"- model: SmolLM2-135M-Instruct Q4_1 via xllamacpp; parent task seeds/csv-sales-rollup; n = {args.n} per mode",
-        "- budgets: Prompt 512 tokens; Feedback 512 tokens x (1 + 1 revision); agent 4 turns x 256 tokens",
+        "- budgets: Prompt 384 tokens; Feedback 384 tokens x (1 + 1 revision); agent 3 turns x 192 tokens",
         "",
         HEADER,
         *rows,
