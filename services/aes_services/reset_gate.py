@@ -57,7 +57,6 @@ _SHEBANG = re.compile(r"^#!.*$", re.MULTILINE)  # an interpreter path is not tas
 _ABS_PATH = re.compile(r"(?<![\w./~*<>-])/(?:[\w.@+-]+/?)+")  # not after a word, URL, glob or tag
 
 
-
 class Entry(NamedTuple):
     """What is compared of one path (never its mtime)."""
 
@@ -273,7 +272,7 @@ class ResetGateService(Service[CandidateEnv]):
 
     async def setup(self, ctx: Context) -> None:
         self.client = docker.from_env()
-        self.extra_paths = tuple(p for p in os.environ.get("AES_RESET_PATHS", "").split(",") if p.strip())
+        self.extra_paths = tuple(p.strip() for p in os.environ.get("AES_RESET_PATHS", "").split(",") if p.strip())
 
     async def handle(self, msg: CandidateEnv, ctx: Context) -> None:
         data = await asyncio.to_thread(ctx.blobs.get_bytes, msg.bundle)
