@@ -28,6 +28,7 @@ from aes_lib.learner import (
     publish_policy,
     turns_from_trajectory,
 )
+from aes_lib.learner.base_model import bundled_base_model
 from aes_lib.service import Context, Service
 from aes_proto import subjects
 from aes_proto.messages import LearnerStats, PolicyVersion, TrajectoryRef
@@ -53,18 +54,20 @@ class LearnerService(Service[TrajectoryRef]):
         from transformers import AutoModelForCausalLM
 
         cfg = self.config = self.config or LearnerConfig.from_env()
-        if not cfg.model_path or not (Path(cfg.model_path) / "config.json").is_file():
-            raise LearnerConfigError(
-                f"AES_LEARNER_MODEL_PATH must be a transformers model folder, got {cfg.model_path!r}"
-            )
+        if cfg.model_path:
+            path = Path(cfg.model_path)
+            if not (path / "config.json").is_file():
+                raise LearnerConfigError(f"AES_LEARNER_MODEL_PATH must be a transformers model folder, got {path}")
+        else:
+            path = await asyncio.to_thread(bundled_base_model, ctx.settings.home)
         torch.manual_seed(cfg.seed)
-        model = AutoModelForCausalLM.from_pretrained(cfg.model_path, dtype=torch.float32).to(cfg.device)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(cfg.device)
         pv = await self._latest(ctx)
         if pv is not None:
             load_checkpoint(ctx.blobs, pv.checkpoint, model)
             self.version = pv.version
             log.info("resumed %s at policy version %d", self.run_id, pv.version)
-        self.base_model = Path(cfg.model_path).name
+        self.base_model = path.name
         self.trainer = DppoTrainer(model, cfg)
         self.batcher = Batcher(cfg)
 

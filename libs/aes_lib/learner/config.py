@@ -16,7 +16,8 @@ class LearnerConfig:
     """Every field can be set with ``AES_LEARNER_<FIELD>`` (upper case)."""
 
     model_path: str = ""
-    """Folder of a transformers causal LM (config + safetensors) to start training from."""
+    """Folder of a transformers causal LM (config + safetensors) to start training from;
+    empty: the bundled SmolLM2-135M-Instruct, exported once to ``<AES_HOME>/models/``."""
     solver_group_size: int = 16
     """Solver attempts on one environment that form a group (centred together)."""
     proposer_group_size: int = 128
