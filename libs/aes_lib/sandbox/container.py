@@ -217,7 +217,11 @@ class Sandbox:
         except asyncio.TimeoutError:
             timed_out = True
             await self._kill_group(pidfile)
-            await task
+            try:
+                await asyncio.wait_for(asyncio.shield(task), 10)
+            except asyncio.TimeoutError:  # the group escaped (setsid): kill everything
+                await self.kill_all()
+                await task
         info = await asyncio.to_thread(api.exec_inspect, exec_id)
         return ExecResult(exit_code=None if timed_out else info.get("ExitCode"), output=out.text(), timed_out=timed_out)
 
@@ -225,7 +229,7 @@ class Sandbox:
         # The pid is written before the command starts; retry briefly for a command killed at once.
         script = (
             f'for i in 1 2 3 4 5 6 7 8 9 10; do [ -s {pidfile} ] && break; sleep 0.2; done; '
-            f'kill -KILL -- -"$(cat {pidfile})" 2>/dev/null; rm -f {pidfile}'
+            f'kill -KILL -"$(cat {pidfile})" 2>/dev/null; rm -f {pidfile}'
         )
         await asyncio.to_thread(self.container.exec_run, ["sh", "-c", script], user="0")
 

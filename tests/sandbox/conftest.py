@@ -1,0 +1,53 @@
+"""Docker fixtures for sandbox tests, and the fixture tasks under ``tasks/``."""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+collect_ignore = ["tasks"]  # the fixture tasks' own test_*.py run inside containers only
+
+TASKS = Path(__file__).parent / "tasks"
+
+
+@pytest.fixture(scope="session")
+def docker_client():
+    docker = pytest.importorskip("docker")
+    try:
+        client = docker.from_env()
+        client.images.get("aes-base:latest")
+    except docker.errors.DockerException as e:
+        pytest.skip(f"needs a Docker engine with aes-base:latest: {e}")
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def test_label(docker_client) -> Iterator[dict[str, str]]:
+    """A label unique to the test; afterwards no container carrying it may remain."""
+    labels = {"aes.test": f"sandbox-{uuid.uuid4().hex[:8]}"}
+    yield labels
+    left = docker_client.containers.list(all=True, filters={"label": f"aes.test={labels['aes.test']}"})
+    for c in left:
+        c.remove(force=True)
+    assert not left, f"containers left behind: {[c.name for c in left]}"
+
+
+@pytest.fixture
+def make_task(tmp_path: Path) -> Callable[..., Path]:
+    """Copy the ``echo`` fixture task and overwrite some of its files: ``make_task(**{"solution/solve.sh": "..."})``."""
+
+    def make(files: dict[str, str] | None = None, name: str = "echo") -> Path:
+        root = tmp_path / f"task-{uuid.uuid4().hex[:6]}"
+        shutil.copytree(TASKS / name, root)
+        for rel, text in (files or {}).items():
+            (root / rel).write_text(text)
+            if rel.endswith(".sh"):
+                (root / rel).chmod(0o755)
+        return root
+
+    return make
