@@ -9,6 +9,7 @@ as an ordinary safetensors folder, once, and reused from then on.
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 from pathlib import Path
 
@@ -19,14 +20,12 @@ def export_gguf(gguf: Path, dest: Path) -> Path:
     """A transformers folder (config, safetensors, tokenizer) at ``dest`` from ``gguf``; kept if present."""
     if (dest / "config.json").is_file():
         return dest
-    try:
-        import accelerate  # noqa: F401  (transformers' GGUF loader needs both)
-        import gguf as _gguf  # noqa: F401
-    except ImportError as e:
+    missing = [m for m in ("gguf", "accelerate") if importlib.util.find_spec(m) is None]
+    if missing:  # transformers' GGUF loader needs both
         raise LearnerConfigError(
-            f"exporting {gguf.name} needs the gguf and accelerate packages ({e}); "
+            f"exporting {gguf.name} needs the packages {missing}; "
             "install them or set AES_LEARNER_MODEL_PATH to a transformers model folder"
-        ) from e
+        )
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
