@@ -11,13 +11,13 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1
-dest=${OUT:-bench/results}
-mkdir -p "$dest" bench/results
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1 | tee "$dest/kernels_gpu.log"
+log=${OUT:-/tmp}/kernels_gpu.log
+mkdir -p bench/results
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1 | tee "$log"
 $PY -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.cuda.is_available())" \
-  2>&1 | tee -a "$dest/kernels_gpu.log" || exit 1
-timeout 480 $PY bench/kernels_bench.py --device cuda --out bench/results/kernels_gpu.md 2>&1 | tee -a "$dest/kernels_gpu.log"
+  2>&1 | tee -a "$log" || exit 1
+timeout 480 $PY bench/kernels_bench.py --device cuda --out bench/results/kernels_gpu.md 2>&1 | tee -a "$log"
 rc=${PIPESTATUS[0]}
-[ "$dest" != bench/results ] && cp bench/results/kernels_gpu.md "$dest/" 2>/dev/null
+[ -n "${OUT:-}" ] && cp bench/results/kernels_gpu.md "$OUT/" 2>/dev/null
 echo "exit $rc"
 exit "$rc"

@@ -6,6 +6,8 @@ update (in a worker thread, so the runner keeps heart-beating), writes a
 safetensors checkpoint, and publishes ``PolicyVersion`` and ``LearnerStats``.
 The latest version is kept in KV so a restarted learner resumes from it (weights
 only: the AdamW moments and the pending samples of incomplete groups are lost).
+A trajectory that cannot be trained on raises ``TrajectoryFormatError`` and, after
+the runner's redeliveries, lands on the dead-letter subject with that error.
 """
 
 from __future__ import annotations
