@@ -10,6 +10,7 @@ from pathlib import Path
 import docker
 import docker.errors
 import requests.exceptions
+import urllib3.exceptions
 
 from aes_lib.bundle import Task
 from aes_lib.bundle.task import walk
@@ -97,7 +98,8 @@ class ImageCache:
                 if "error" in chunk:
                     log.append(chunk["error"])
                     raise BuildFailedError(f"build failed: {chunk['error'].strip()}", "".join(log))
-        except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError) as e:
+        except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError,
+                urllib3.exceptions.ReadTimeoutError, urllib3.exceptions.ProtocolError) as e:
             raise BuildTimeoutError(f"build exceeded {timeout:.0f}s", "".join(log)) from e
         except docker.errors.APIError as e:
             raise BuildFailedError(f"build failed: {e}", "".join(log)) from e

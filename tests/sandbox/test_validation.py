@@ -1,0 +1,143 @@
+"""The validation rule and the trial runner on real containers, with the ``echo`` fixture task."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from aes_lib.sandbox import AgentOutcome, ImageCache, NopAgent, OracleAgent, Sandbox, run_trial, validate_task
+from aes_lib.bundle import Task
+
+pytestmark = pytest.mark.docker
+
+TOML = (Path(__file__).parent / "tasks" / "echo" / "task.toml").read_text()
+
+
+@pytest.fixture
+def images(docker_client) -> ImageCache:
+    return ImageCache(docker_client)
+
+
+async def test_good_task_is_admitted(make_task, images, test_label) -> None:
+    r = await validate_task(make_task(), images, labels=test_label)
+    assert (r.ok, r.reason, r.oracle_reward, r.nop_reward) == (True, "ok", 1.0, 0.0)
+    assert r.logs == ""
+
+
+async def test_wrong_reference_solution_is_oracle_failed(make_task, images, test_label) -> None:
+    task = make_task({"solution/solve.sh": "#!/bin/bash\nprintf 'hello, world\\n' > /app/greeting.txt\necho 99 > /app/count.txt\n"})
+    r = await validate_task(task, images, labels=test_label)
+    assert (r.ok, r.reason, r.oracle_reward) == (False, "oracle_failed", 0.5)
+    assert "test_count" in r.logs  # the verifier's output names the failing test
+
+
+async def test_tests_that_pass_on_the_empty_solution_are_nop_passed(make_task, images, test_label) -> None:
+    task = make_task({"tests/test_outputs.py": "from pathlib import Path\n\n\ndef test_input():\n    assert Path('/app/input.txt').exists()\n"})
+    r = await validate_task(task, images, labels=test_label)
+    assert (r.ok, r.reason, r.nop_reward) == (False, "nop_passed", 1.0)
+
+
+async def test_image_that_does_not_build_is_build_failed(make_task, images, test_label) -> None:
+    task = make_task({"environment/Dockerfile": "FROM aes-base:latest\nRUN echo about to fail && exit 7\n"})
+    r = await validate_task(task, images, labels=test_label)
+    assert (r.ok, r.reason) == (False, "build_failed")
+    assert "about to fail" in r.logs
+
+
+async def test_build_past_its_timeout_is_timeout(make_task, images, test_label) -> None:
+    task = make_task({
+        "environment/Dockerfile": "FROM aes-base:latest\nRUN sleep 120\n",
+        "task.toml": TOML.replace("build_timeout_sec = 120.0", "build_timeout_sec = 3.0"),
+    })
+    r = await validate_task(task, images, labels=test_label)
+    assert (r.ok, r.reason) == (False, "timeout")
+
+
+async def test_solve_that_hangs_after_working_is_timeout(make_task, images, test_label) -> None:
+    # Harbor scores this 1.0 (the work is done before the hang); an admission gate must not.
+    solve = (Path(__file__).parent / "tasks" / "echo" / "solution" / "solve.sh").read_text() + "sleep 1000\n"
+    task = make_task({"solution/solve.sh": solve, "task.toml": TOML.replace("timeout_sec = 60.0\n\n[verifier]", "timeout_sec = 3.0\n\n[verifier]")})
+    r = await validate_task(task, images, labels=test_label)
+    assert (r.ok, r.reason) == (False, "timeout")
+    assert "solve.sh" in r.detail
+
+
+async def test_malformed_bundle_is_invalid_bundle(make_task, images, test_label) -> None:
+    task = make_task({"task.toml": TOML + "[surprise]\n"})
+    r = await validate_task(task, images, labels=test_label)
+    assert (r.ok, r.reason) == (False, "invalid_bundle")
+    assert r.detail.startswith("UnknownFieldError")
+
+
+async def test_image_is_built_once_per_environment(make_task, images, docker_client) -> None:
+    a = Task.load(make_task())
+    b = Task.load(make_task({"solution/solve.sh": "#!/bin/bash\ntrue\n"}))  # same environment/
+    tag_a = await images.build(a)
+    created = docker_client.images.get(tag_a).attrs["Created"]
+    assert await images.build(b) == tag_a
+    assert docker_client.images.get(tag_a).attrs["Created"] == created
+    c = Task.load(make_task({"environment/input.txt": "one line\n"}))
+    assert await images.build(c) != tag_a
+
+
+@dataclasses.dataclass
+class PlantingAgent:
+    """Cheats: writes a perfect reward now and again later from a background process."""
+
+    async def run(self, sandbox: Sandbox, instruction: str) -> AgentOutcome:
+        await sandbox.exec(
+            "mkdir -p /logs/verifier /tests && echo 1.0 > /logs/verifier/reward.txt"
+            " && echo '{\"reward\": 1.0}' > /logs/verifier/reward.json"
+            " && (while true; do echo 1.0 > /logs/verifier/reward.txt; sleep 0.1; done) >/dev/null 2>&1 &",
+            timeout=30,
+        )
+        return AgentOutcome(exit_code=0)
+
+
+@dataclasses.dataclass
+class HalfAgent:
+    """Does half the task."""
+
+    async def run(self, sandbox: Sandbox, instruction: str) -> AgentOutcome:
+        r = await sandbox.exec("printf 'hello, world\\n' > /app/greeting.txt", timeout=30)
+        return AgentOutcome(exit_code=r.exit_code)
+
+
+@dataclasses.dataclass
+class SnoopingAgent:
+    """Records what the solver can see during its turn."""
+
+    seen: str = ""
+
+    async def run(self, sandbox: Sandbox, instruction: str) -> AgentOutcome:
+        r = await sandbox.exec("ls -d /tests /solution /logs/verifier/* 2>/dev/null; echo end", timeout=30)
+        self.seen = r.output
+        return AgentOutcome(exit_code=0)
+
+
+async def test_planted_reward_is_ignored(make_task, images, test_label) -> None:
+    r = await run_trial(Task.load(make_task()), PlantingAgent(), images, labels=test_label)
+    assert r.reward == 0.0
+    assert r.metrics == {"reward": 0.0}
+
+
+async def test_fractional_reward_is_kept(make_task, images, test_label) -> None:
+    r = await run_trial(Task.load(make_task()), HalfAgent(), images, labels=test_label)
+    assert r.reward == 0.5
+
+
+async def test_solver_sees_neither_tests_nor_solution(make_task, images, test_label) -> None:
+    agent = SnoopingAgent()
+    r = await run_trial(Task.load(make_task()), agent, images, labels=test_label)
+    assert agent.seen.split() == ["end"]
+    assert r.reward == 0.0
+
+
+async def test_oracle_and_nop_agents(make_task, images, test_label) -> None:
+    task = Task.load(make_task())
+    oracle = await run_trial(task, OracleAgent(task), images, labels=test_label)
+    nop = await run_trial(task, NopAgent(), images, labels=test_label)
+    assert (oracle.reward, nop.reward) == (1.0, 0.0)
+    assert "reward 2/2" in oracle.verifier.output and "reward 0/2" in nop.verifier.output
