@@ -1,0 +1,65 @@
+"""``aes validate PATH...``: validate task directories (or .tar.gz bundles) and print a table."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+from pathlib import Path
+
+from aes_lib.bundle import BundleError, unpack
+from aes_lib.sandbox import ImageCache, ValidationReport, validate_task
+
+
+async def _one(path: Path, images: ImageCache, sem: asyncio.Semaphore) -> ValidationReport:
+    async with sem:
+        if path.is_file():  # an archive: unpack it defensively first
+            with tempfile.TemporaryDirectory(prefix="aes-validate-") as tmp:
+                try:
+                    task = await asyncio.to_thread(unpack, path, Path(tmp) / "task")
+                except BundleError as e:
+                    return ValidationReport(task=str(path), ok=False, reason="invalid_bundle",
+                                            detail=f"{type(e).__name__}: {e}")
+                return await validate_task(task.root, images)
+        return await validate_task(path, images)
+
+
+async def _validate(paths: list[Path], jobs: int) -> list[ValidationReport]:
+    import docker
+
+    images = ImageCache(await asyncio.to_thread(docker.from_env))
+    sem = asyncio.Semaphore(jobs)
+    return await asyncio.gather(*(_one(p, images, sem) for p in paths))
+
+
+def render(reports: list[ValidationReport]) -> str:
+    """A fixed-width table: task, verdict, reason, oracle, nop, seconds (and detail of failures)."""
+    def fmt(x: float | None) -> str:
+        return "-" if x is None else f"{x:.3g}"
+
+    rows = [("TASK", "VERDICT", "REASON", "ORACLE", "NOP", "SECONDS")] + [
+        (r.task, "pass" if r.ok else "FAIL", r.reason, fmt(r.oracle_reward), fmt(r.nop_reward), f"{r.seconds:.1f}")
+        for r in reports
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    failures = [f"  {r.task}: {r.detail}" for r in reports if not r.ok]
+    return "\n".join(lines + ([""] + failures if failures else []))
+
+
+def _run(args: argparse.Namespace) -> int:
+    reports = asyncio.run(_validate([Path(p) for p in args.paths], args.jobs))
+    print(render(reports))
+    if args.logs:
+        for r in reports:
+            if r.logs:
+                print(f"\n===== {r.task} ({r.reason})\n{r.logs}")
+    return 0 if all(r.ok for r in reports) else 1
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("validate", help="build each task and check oracle == 1.0 and nop < 0.5")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="task directory or .tar.gz bundle")
+    p.add_argument("-j", "--jobs", type=int, default=1, help="tasks validated at once (default 1)")
+    p.add_argument("--logs", action="store_true", help="print the build/agent/verifier logs of failures")
+    p.set_defaults(func=_run)
