@@ -45,7 +45,10 @@ def task_files(task_dir: Path, max_file_chars: int, max_total_chars: int) -> lis
 
 def review_messages(files: list[tuple[str, str]]) -> list[dict[str, str]]:
     rubric = "\n".join(f"- {c.name}: {c.question}" for c in CRITERIA)
-    example = {c.name: {"outcome": "pass", "reason": "..."} for c in CRITERIA[:2]}
+    example = {
+        CRITERIA[0].name: {"outcome": "fail", "reason": "tests/test_out.py checks a header row the instruction never asks for"},
+        CRITERIA[4].name: {"outcome": "not_applicable", "reason": "the task writes no structured output"},
+    }
     body = "\n\n".join(f"=== {name} ===\n{text}" for name, text in files)
     user = (
         f"Criteria:\n{rubric}\n\n"
