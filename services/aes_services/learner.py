@@ -97,7 +97,7 @@ class LearnerService(Service[TrajectoryRef]):
                 idempotency_key=f"{self.run_id}:stats:{self.version}", episode_id=self.run_id,
                 step=self.version, policy_version=self.version, loss=stats.loss, mean_reward=batch.mean_reward,
                 mask_fraction=stats.mask_fraction, mean_divergence=stats.mean_divergence,
-                groups_used=len(batch.groups), groups_dropped=batch.dropped, tokens=stats.tokens,
+                groups_used=len(batch.groups), groups_dropped=batch.dropped + batch.evicted, tokens=stats.tokens,
                 carried_over=batch.carried_over, masked_tokens=stats.masked_tokens, role=batch.role,
                 grad_norm=stats.grad_norm,
             ))

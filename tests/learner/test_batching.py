@@ -40,20 +40,44 @@ def test_batch_fills_by_oversampling_past_zero_variance_groups():
     assert b.next_batch() is None
 
 
-def test_incomplete_and_unfinished_samples_carry_over_with_their_logprobs():
+def test_incomplete_groups_carry_over_with_their_logprobs_and_updates_replace():
     b = Batcher(LearnerConfig(solver_group_size=3, groups_per_batch=1))
     b.add(_sample("late", 0, 1.0))
-    b.add(_sample("late", 1, 0.0, finished=False))  # still running at publish time
+    b.add(_sample("late", 1, 0.0, finished=False))  # published while still running
     _add_group(b, "g", [1, 0, 0])
     batch = b.next_batch()
     assert [g.group_id for g in batch.groups] == ["g"] and batch.carried_over == 2
-    # The unfinished attempt's final version replaces it; the group completes next update.
+    # The running attempt's final version replaces it; the group completes next update.
     b.add(_sample("late", 1, 0.0))
     b.add(_sample("late", 2, 0.0))
     batch = b.next_batch()
     assert [s.rollout_id for s in batch.groups[0].samples] == ["late-0", "late-1", "late-2"]
+    assert all(s.finished for s in batch.groups[0].samples)
     assert batch.groups[0].samples[0].turns[0].sampler_logprobs == (-0.5,)
     assert batch.carried_over == 0
+
+
+def test_unfinished_attempts_count_toward_completion_but_are_not_trained():
+    b = Batcher(LearnerConfig(solver_group_size=4, groups_per_batch=1))
+    b.add(_sample("g", 0, 1.0))
+    b.add(_sample("g", 1, 0.0, finished=False))  # e.g. cut by a model error
+    b.add(_sample("g", 2, 0.0))
+    b.add(_sample("g", 3, 0.0))
+    batch = b.next_batch()
+    assert [s.rollout_id for s in batch.groups[0].samples] == ["g-0", "g-2", "g-3"]
+    assert batch.groups[0].advantages == pytest.approx((2 / 3, -1 / 3, -1 / 3))
+
+
+def test_groups_that_never_fill_are_evicted_after_max_pending_updates():
+    b = Batcher(LearnerConfig(solver_group_size=2, groups_per_batch=1, max_pending_updates=2))
+    b.add(_sample("calibration", 0, 1.0))  # its group will never reach 2
+    for update in range(3):
+        _add_group(b, f"g{update}", [1, 0])
+        batch = b.next_batch()
+        assert batch.evicted == (1 if update == 2 else 0)
+    assert b.pending == 0
+    b.add(_sample("calibration", 1, 0.0))  # too late: ignored
+    assert b.pending == 0 and b.next_batch() is None
 
 
 def test_roles_use_their_own_group_sizes_and_a_trained_group_ignores_duplicates():

@@ -26,6 +26,8 @@ class LearnerConfig:
     """Solver groups in one update."""
     proposer_groups_per_batch: int = 1
     """Proposer groups in one proposer update (128 trajectories by default)."""
+    max_pending_updates: int = 8
+    """Updates an incomplete group may wait for its remaining attempts before it is evicted."""
     lr: float = 1e-6
     """AdamW learning rate."""
     weight_decay: float = 0.0
@@ -49,7 +51,7 @@ class LearnerConfig:
 
     def __post_init__(self) -> None:
         for name in ("solver_group_size", "proposer_group_size", "groups_per_batch",
-                     "proposer_groups_per_batch", "micro_batch_tokens"):
+                     "proposer_groups_per_batch", "micro_batch_tokens", "max_pending_updates"):
             if getattr(self, name) < 1:
                 raise LearnerConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if min(self.solver_group_size, self.proposer_group_size) < 2:
