@@ -133,7 +133,7 @@ def main() -> int:
     report = f"""# Contamination check throughput
 
 - date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}
-- machine: {machine()}
+- machine: {machine()}; load average at start {os.getloadavg()[0]:.1f} (shared machine: ratios are measured interleaved in one run)
 - data: {len(held)} held-out instructions ({len(index.token_ids):,} tokens, {len(index.hashes):,} {N}-grams),
   {len(texts):,} candidates ({n_tokens:,} tokens), {len(planted)} with a planted {N}-gram; Zipf(1.1) vocabulary of 30,000 words
 - every method flagged exactly the {len(planted)} planted candidates; times are the best of {args.repeats} runs
