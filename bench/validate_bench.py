@@ -223,7 +223,7 @@ async def main_async(args: argparse.Namespace) -> str:
         print(f"replicas {n}: {scaling[n]:.1f}s", flush=True)
     note = ("Harbor was not run: " + (reason or "--no-harbor")) if not harbor else (
         "Harbor's copy of each task drops `allow_internet = false` (its plain-Docker environment refuses "
-        "no-network tasks); nothing else changes. Its time includes its CLI start-up (~5 s per run).")
+        "no-network tasks); nothing else changes. Its time is the wall time of the two `harbor run` processes.")
     return render(rows, scaling, args.candidates, note)
 
 

@@ -141,3 +141,18 @@ async def test_oracle_and_nop_agents(make_task, images, test_label) -> None:
     nop = await run_trial(task, NopAgent(), images, labels=test_label)
     assert (oracle.reward, nop.reward) == (1.0, 0.0)
     assert "reward 2/2" in oracle.verifier.output and "reward 0/2" in nop.verifier.output
+
+
+@dataclasses.dataclass
+class SaboteurAgent:
+    """Kills the container's keep-alive, which stops the container under the trial."""
+
+    async def run(self, sandbox: Sandbox, instruction: str) -> AgentOutcome:
+        await sandbox.exec("kill -KILL $(ls /proc | grep -E '^[0-9]+$' | sort -n | sed -n 2p)", timeout=30)
+        return AgentOutcome(exit_code=0)
+
+
+async def test_agent_that_stops_its_container_scores_zero(make_task, images, test_label) -> None:
+    r = await run_trial(Task.load(make_task()), SaboteurAgent(), images, labels=test_label)
+    assert r.reward == 0.0
+    assert r.error.startswith("sandbox failed")

@@ -95,7 +95,25 @@ class ExecResult:
 
 
 class SandboxError(RuntimeError):
-    """The container could not be started or talked to."""
+    """The container could not be started or talked to (or stopped under a command)."""
+
+
+async def _call(fn, *args, **kwargs):
+    """``fn`` in a worker thread; a daemon error (e.g. the container died) becomes SandboxError."""
+    try:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+    except docker.errors.APIError as e:
+        raise SandboxError(str(e)) from e
+
+
+def _read_limited(stream, max_bytes: int, what: str) -> bytes:
+    """Join a get_archive stream, refusing (before buffering it) more than ``max_bytes``."""
+    buf = bytearray()
+    for chunk in stream:
+        buf += chunk
+        if len(buf) > max_bytes:
+            raise SandboxError(f"{what}: more than {max_bytes} bytes")
+    return bytes(buf)
 
 
 def owner_labels() -> dict[str, str]:
@@ -195,7 +213,7 @@ class Sandbox:
         """Run ``cmd`` with bash (or sh); on timeout kill its process group."""
         api = self.client.api
         pidfile = f"/tmp/.aes-exec-{uuid.uuid4().hex}"
-        created = await asyncio.to_thread(
+        created = await _call(
             api.exec_create,
             self.container.id,
             ["sh", "-c", _WRAPPER, pidfile, cmd],
@@ -222,7 +240,7 @@ class Sandbox:
             except asyncio.TimeoutError:  # the group escaped (setsid): kill everything
                 await self.kill_all()
                 await task
-        info = await asyncio.to_thread(api.exec_inspect, exec_id)
+        info = await _call(api.exec_inspect, exec_id)
         return ExecResult(exit_code=None if timed_out else info.get("ExitCode"), output=out.text(), timed_out=timed_out)
 
     async def _kill_group(self, pidfile: str) -> None:
@@ -231,32 +249,48 @@ class Sandbox:
             f'for i in 1 2 3 4 5 6 7 8 9 10; do [ -s {pidfile} ] && break; sleep 0.2; done; '
             f'kill -KILL -"$(cat {pidfile})" 2>/dev/null; rm -f {pidfile}'
         )
-        await asyncio.to_thread(self.container.exec_run, ["sh", "-c", script], user="0")
+        await _call(self.container.exec_run, ["sh", "-c", script], user="0")
 
     async def kill_all(self) -> None:
         """Kill every process an agent left running: all but init and the keep-alive."""
-        await asyncio.to_thread(self.container.exec_run, ["sh", "-c", _KILL_ALL], user="0")
+        await _call(self.container.exec_run, ["sh", "-c", _KILL_ALL], user="0")
 
     async def put_dir(self, local: str | Path, remote: str) -> None:
-        """Copy the contents of directory ``local`` into ``remote`` (created if absent)."""
-        local = Path(local)
+        """Copy the contents of directory ``local`` into ``remote``, which becomes a root-owned
+        0755 directory (missing parents are created by the daemon)."""
+        local, prefix = Path(local), remote.strip("/")
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
+            top = tarfile.TarInfo(prefix)
+            top.type, top.mode = tarfile.DIRTYPE, 0o755
+            tar.addfile(top)
             for path in sorted(local.rglob("*")):
-                tar.add(path, arcname=str(path.relative_to(local)), recursive=False)
-        await self._mkdir(remote)
-        await asyncio.to_thread(self.container.put_archive, remote, buf.getvalue())
+                tar.add(path, arcname=f"{prefix}/{path.relative_to(local)}", recursive=False)
+        await _call(self.container.put_archive, "/", buf.getvalue())
 
     async def put_file(self, data: bytes, remote: str, mode: int = 0o644) -> None:
-        """Write ``data`` to the file ``remote`` (parent created if absent)."""
-        parent, name = os.path.split(remote)
+        """Write ``data`` to the file ``remote`` (missing parents are created)."""
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
-            info = tarfile.TarInfo(name)
+            info = tarfile.TarInfo(remote.strip("/"))
             info.size, info.mode = len(data), mode
             tar.addfile(info, io.BytesIO(data))
-        await self._mkdir(parent or "/")
-        await asyncio.to_thread(self.container.put_archive, parent or "/", buf.getvalue())
+        await _call(self.container.put_archive, "/", buf.getvalue())
+
+    async def get_files(self, remote_dir: str, max_bytes: int = 16 << 20) -> dict[str, bytes]:
+        """Every regular file under ``remote_dir`` (relative path -> bytes) in one copy; {} if absent."""
+        try:
+            stream, _ = await asyncio.to_thread(self.container.get_archive, remote_dir.rstrip("/") + "/.")
+        except docker.errors.NotFound:
+            return {}
+        data = await asyncio.to_thread(_read_limited, stream, max_bytes, remote_dir)
+        out = {}
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            for m in tar:
+                f = tar.extractfile(m) if m.isreg() else None
+                if f is not None:
+                    out[m.name.removeprefix("./")] = f.read()
+        return out
 
     async def get_file(self, remote: str, max_bytes: int = 16 << 20) -> bytes | None:
         """The contents of regular file ``remote``, or None if it does not exist."""
@@ -274,17 +308,14 @@ class Sandbox:
             f = tar.extractfile(member)
             return f.read() if f else None
 
-    async def get_dir(self, remote: str, local: str | Path) -> bool:
+    async def get_dir(self, remote: str, local: str | Path, max_bytes: int = 256 << 20) -> bool:
         """Copy directory ``remote`` into ``local`` (links and special files skipped); False if absent."""
         try:
             stream, _ = await asyncio.to_thread(self.container.get_archive, remote.rstrip("/") + "/.")
         except docker.errors.NotFound:
             return False
-        data = b"".join(await asyncio.to_thread(list, stream))
+        data = await asyncio.to_thread(_read_limited, stream, max_bytes, remote)
         Path(local).mkdir(parents=True, exist_ok=True)
         with tarfile.open(fileobj=io.BytesIO(data)) as tar:
             tar.extractall(local, members=[m for m in tar if m.isreg() or m.isdir()], filter="data")
         return True
-
-    async def _mkdir(self, remote: str) -> None:
-        await asyncio.to_thread(self.container.exec_run, ["mkdir", "-p", remote], user="0")

@@ -19,7 +19,7 @@ from typing import Protocol
 import docker
 
 from aes_lib.bundle import Task
-from aes_lib.sandbox.container import ExecResult, LimitCaps, Limits, Sandbox
+from aes_lib.sandbox.container import ExecResult, LimitCaps, Limits, Sandbox, SandboxError
 from aes_lib.sandbox.images import ImageCache
 
 DEFAULT_AGENT_TIMEOUT = 600.0
@@ -147,16 +147,12 @@ async def run_trial(
         env=cfg.environment.env,
         workdir=cfg.environment.workdir,
     ) as sb:
-        budget = agent_timeout(task)
         try:
-            # The agent's own commands have timeouts; this bounds the agent's whole turn.
-            outcome = await asyncio.wait_for(agent.run(sb, task.instruction), budget + 30)
-        except asyncio.TimeoutError:
-            outcome = AgentOutcome(timed_out=True, output=f"agent exceeded {budget:.0f}s")
-        await sb.kill_all()
-        verifier = await _verify(sb, task)
-        json_bytes = await sb.get_file(f"{VERIFIER_DIR}/reward.json")
-        txt_bytes = await sb.get_file(f"{VERIFIER_DIR}/reward.txt")
+            outcome, verifier, json_bytes, txt_bytes = await _agent_then_verifier(sb, task, agent)
+        except SandboxError as e:  # e.g. the agent stopped its own container
+            return TrialResult(reward=0.0, metrics={}, agent=AgentOutcome(output=str(e)),
+                               verifier=ExecResult(exit_code=None, output=""), error=f"sandbox failed: {e}",
+                               seconds=time.monotonic() - t0)
     try:
         reward, metrics = parse_reward(json_bytes, txt_bytes)
         error = ""
@@ -166,8 +162,23 @@ async def run_trial(
                        seconds=time.monotonic() - t0)
 
 
+async def _agent_then_verifier(
+    sb: Sandbox, task: Task, agent: Agent
+) -> tuple[AgentOutcome, ExecResult, bytes | None, bytes | None]:
+    budget = agent_timeout(task)
+    try:
+        # The agent's own commands have timeouts; this bounds the agent's whole turn.
+        outcome = await asyncio.wait_for(agent.run(sb, task.instruction), budget + 30)
+    except asyncio.TimeoutError:
+        outcome = AgentOutcome(timed_out=True, output=f"agent exceeded {budget:.0f}s")
+    await sb.kill_all()
+    verifier = await _verify(sb, task)
+    files = await sb.get_files(VERIFIER_DIR)
+    return outcome, verifier, files.get("reward.json"), files.get("reward.txt")
+
+
 async def _verify(sb: Sandbox, task: Task) -> ExecResult:
-    await sb.exec(f"rm -rf /tests {VERIFIER_DIR} && mkdir -p /tests {VERIFIER_DIR}", timeout=60, user=0)
+    await sb.exec(f"rm -rf /tests {VERIFIER_DIR} && mkdir -p {VERIFIER_DIR}", timeout=60, user=0)
     await sb.put_dir(task.tests_dir, "/tests")
     return await sb.exec(
         "bash /tests/test.sh",
