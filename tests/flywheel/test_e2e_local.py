@@ -27,7 +27,7 @@ from aes_lib.flywheel.seeding import seed_pool
 from flywheel_helpers import all_services, running
 from test_calibrator import SEED
 
-pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.model]
+pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.model, pytest.mark.timeout(2400)]
 
 RESULT_STREAM = {
     "validate": (subjects.RESULT_VALIDATION, ValidationResult),
@@ -47,8 +47,13 @@ async def test_one_round_with_the_local_model_records_every_stage(local_model_ur
         return len((await store.index())[0].active)
 
     lines: list[str] = []
+
+    def out(line: str) -> None:
+        lines.append(line)
+        print(line, flush=True)  # live progress with -s: a small model on 2 cores takes minutes
+
     async with running(settings, *all_services(config)):
-        [r] = await run_rounds(bus, size, rounds=1, fresh=1, review=True, round_timeout=1500, out=lines.append)
+        [r] = await run_rounds(bus, size, rounds=1, fresh=1, review=True, round_timeout=2000, out=out)
     log = "\n".join(lines)
     assert r.done, log
 
