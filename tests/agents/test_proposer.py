@@ -21,8 +21,9 @@ from aes_lib.bundle import pack, unpack
 from aes_lib.sandbox import ImageCache, validate_task
 from aes_proto import subjects
 from aes_proto.codec import decode
-from aes_proto.messages import Assignment, CalibrationResult, CandidateEnv, TrajectoryRef
+from aes_proto.messages import Assignment, CalibrationResult, CandidateEnv, TrajectoryRef, ValidationResult
 from aes_services.proposer import ProposerService
+from aes_services.validator import ValidatorService
 
 pytestmark = pytest.mark.docker
 
@@ -59,7 +60,7 @@ async def _service(bus, proposer_url: str, solver_url: str) -> ProposerService:
 
 
 async def _taken(bus, subject: str, type_):
-    sub = await bus.js.pull_subscribe(subject, durable="test-take")
+    sub = await bus.js.pull_subscribe(subject, durable="take-" + subject.replace(".", "-"))
     try:
         msgs = await sub.fetch(1, timeout=5)
     except nats.errors.TimeoutError:
@@ -82,14 +83,18 @@ async def test_replayed_agentic_episode_submits_a_valid_candidate(bus, tmp_path)
     assert cand.parent_env_id == env_id and cand.mode == "agent" and cand.proposer_model == "replay"
     assert cand.prompt_tokens > 0 and cand.cost_usd == 0.0
 
-    # The validator library admits the submitted bundle.
+    # The validator admits the submitted bundle and forwards it to the next stage.
     task_dir = tmp_path / "submitted"
     unpack(bus.blobs.get_bytes(cand.bundle), task_dir)
-    assert cand.env_id == cand.bundle.sha256
-    report = await validate_task(task_dir, ImageCache())
-    assert report.ok, report.logs
-    assert (report.oracle_reward, report.nop_reward) == (1.0, 0.0)
     assert "longest word" in (task_dir / "instruction.md").read_text()
+    validator = ValidatorService()
+    await validator.setup(bus)
+    await validator.handle(cand, bus)
+    [result] = await bus.history(subjects.RESULT_VALIDATION, ValidationResult)
+    assert result.ok and result.env_id == cand.env_id, result.detail
+    assert (result.oracle_reward, result.nop_reward) == (1.0, 0.0)
+    forwarded = await _taken(bus, subjects.stage(bus.settings.route_stages[1]), CandidateEnv)
+    assert forwarded.env_id == cand.env_id and forwarded.verdicts[-1].stage == "validate"
 
     traj = load_trajectory(bus.blobs, cand.proposer_trajectory)
     t = traj.turns
