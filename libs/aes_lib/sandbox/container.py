@@ -28,9 +28,13 @@ MANAGED_LABEL = "aes.managed"
 OWNER_PID_LABEL = "aes.owner_pid"
 OWNER_HOST_LABEL = "aes.owner_host"
 
-# Runs the user's command as the session leader whose pid it writes first, so a
-# timeout can kill the whole group; bash when the image has it, sh otherwise.
-_WRAPPER = 'echo $$ > "$0"; if command -v bash >/dev/null 2>&1; then exec bash -c "$1"; else exec sh -c "$1"; fi'
+# The wrapper is the exec's session leader: it records its pid (= the process group
+# a timeout kills), runs the command with bash (sh if the image has none), removes
+# the record and passes the exit status on.
+_WRAPPER = (
+    'echo $$ > "$0"; if command -v bash >/dev/null 2>&1; then bash -c "$1"; else sh -c "$1"; fi; '
+    'rc=$?; rm -f "$0"; exit $rc'
+)
 
 # The keep-alive is started right after init, so it holds the lowest pid above 1;
 # three passes catch processes forked while the first pass ran.

@@ -16,8 +16,6 @@ import math
 import time
 from typing import Protocol
 
-import docker
-
 from aes_lib.bundle import Task
 from aes_lib.sandbox.container import ExecResult, LimitCaps, Limits, Sandbox, SandboxError
 from aes_lib.sandbox.images import ImageCache
@@ -29,12 +27,19 @@ VERIFIER_DIR = "/logs/verifier"
 
 @dataclasses.dataclass(frozen=True)
 class AgentOutcome:
+    """How the agent's turn ended (the reward comes from the verifier, not from here)."""
+
     exit_code: int | None = None
+    """Exit status of the agent's last command, if it has one."""
     timed_out: bool = False
+    """The turn ran past the task's agent timeout."""
     output: str = ""
+    """What the agent wants in the failure logs."""
 
 
 class Agent(Protocol):
+    """Anything that acts in a sandbox given the instruction: a solver, the oracle, nop."""
+
     async def run(self, sandbox: Sandbox, instruction: str) -> AgentOutcome: ...
 
 
