@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from pathlib import Path
 
@@ -156,3 +157,20 @@ async def test_agent_that_stops_its_container_scores_zero(make_task, images, tes
     r = await run_trial(Task.load(make_task()), SaboteurAgent(), images, labels=test_label)
     assert r.reward == 0.0
     assert r.error.startswith("sandbox failed")
+
+
+async def test_chatty_build_past_its_timeout_is_cancelled(make_task, images, docker_client, test_label) -> None:
+    marker = f"tick-{test_label['aes.test']}"
+    task = make_task({
+        "environment/Dockerfile": f"FROM aes-base:latest\nRUN for i in $(seq 300); do echo {marker} $i; sleep 0.5; done\n",
+        "task.toml": TOML.replace("build_timeout_sec = 120.0", "build_timeout_sec = 3.0"),
+    })
+    r = await validate_task(task, images, labels=test_label)
+    assert (r.ok, r.reason) == (False, "timeout")
+    assert marker in r.logs  # the build's output up to the deadline
+    for _ in range(50):  # the daemon stops the build's container once the client is gone
+        running = [c for c in docker_client.containers.list() if marker in str(c.attrs["Config"]["Cmd"])]
+        if not running:
+            break
+        await asyncio.sleep(0.2)
+    assert not running

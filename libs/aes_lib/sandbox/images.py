@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import stat
+import time
 from pathlib import Path
 
 import docker
@@ -85,21 +86,27 @@ class ImageCache:
         return image
 
     def _build(self, context: Path, tag: str, timeout: float) -> None:
-        # The HTTP read timeout bounds the build; the daemon cancels a build whose
-        # client has gone.
+        # The deadline stops a chatty build, the HTTP read timeout a silent one; either
+        # way the connection closes and the daemon cancels the build.
+        deadline = time.monotonic() + timeout
         log: list[str] = []
+        stream = self.client.api.build(
+            path=str(context), tag=tag, rm=True, forcerm=True, decode=True, pull=False,
+            labels={MANAGED_LABEL: "1"}, timeout=timeout,
+        )
         try:
-            for chunk in self.client.api.build(
-                path=str(context), tag=tag, rm=True, forcerm=True, decode=True, pull=False,
-                labels={MANAGED_LABEL: "1"}, timeout=timeout,
-            ):
-                if "stream" in chunk:
-                    log.append(chunk["stream"])
+            for chunk in stream:
+                log.append(chunk.get("stream", ""))
                 if "error" in chunk:
                     log.append(chunk["error"])
                     raise BuildFailedError(f"build failed: {chunk['error'].strip()}", "".join(log))
-        except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError,
-                urllib3.exceptions.ReadTimeoutError, urllib3.exceptions.ProtocolError) as e:
+                if time.monotonic() > deadline:
+                    raise BuildTimeoutError(f"build exceeded {timeout:.0f}s", "".join(log))
+        except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError) as e:
+            if time.monotonic() < deadline:
+                raise  # the daemon went away: not the task's fault, let the caller retry
             raise BuildTimeoutError(f"build exceeded {timeout:.0f}s", "".join(log)) from e
         except docker.errors.APIError as e:
             raise BuildFailedError(f"build failed: {e}", "".join(log)) from e
+        finally:
+            stream.close()
