@@ -18,7 +18,7 @@ from aes_lib.agents.proposer.tools import ProposerTools
 from aes_lib.agents.proposer.workspace import build_workspace
 from aes_lib.agents.trajectory import Trajectory, load_trajectory, store_trajectory
 from aes_lib.bundle import pack, unpack
-from aes_lib.sandbox import ImageCache, validate_task
+from aes_lib.sandbox import ImageCache
 from aes_proto import subjects
 from aes_proto.codec import decode
 from aes_proto.messages import Assignment, CalibrationResult, CandidateEnv, TrajectoryRef, ValidationResult
@@ -188,9 +188,11 @@ async def test_local_model_episode_reaches_the_validator_or_is_recorded(bus, loc
     await svc.handle(_assignment(env_id, bundle), bus)
     cand = await _taken(bus, subjects.stage(bus.settings.route_stages[0]), CandidateEnv)
     if cand is not None:
-        unpack(bus.blobs.get_bytes(cand.bundle), tmp_path / "cand")
-        report = await validate_task(tmp_path / "cand", ImageCache())
-        assert report.reason in ("ok", "build_failed", "oracle_failed", "nop_passed", "timeout", "invalid_bundle")
+        validator = ValidatorService()
+        await validator.setup(bus)
+        await validator.handle(cand, bus)
+        [result] = await bus.history(subjects.RESULT_VALIDATION, ValidationResult)
+        assert result.env_id == cand.env_id
         traj_ref = cand.proposer_trajectory
     else:
         [result] = await bus.history(subjects.RESULT_CALIBRATION, CalibrationResult)
