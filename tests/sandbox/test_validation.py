@@ -174,3 +174,22 @@ async def test_chatty_build_past_its_timeout_is_cancelled(make_task, images, doc
             break
         await asyncio.sleep(0.2)
     assert not running
+
+
+def test_fixture_uses_the_managed_verifier_template_verbatim() -> None:
+    from aes_lib.sandbox import VERIFIER_TEMPLATE
+
+    fixture = Path(__file__).parent / "tasks" / "echo" / "tests" / "test.sh"
+    assert fixture.read_bytes() == (VERIFIER_TEMPLATE / "test.sh").read_bytes()
+
+
+async def test_template_counts_skips_and_failures_as_not_passed(make_task, images, test_label) -> None:
+    tests = (
+        "import pytest\n\n\ndef test_pass():\n    assert True\n\n\n"
+        "@pytest.mark.skip(reason='no credit for skipping')\ndef test_skip():\n    pass\n\n\n"
+        "def test_fail():\n    assert False\n"
+    )
+    task = Task.load(make_task({"tests/test_outputs.py": tests}))
+    r = await run_trial(task, OracleAgent(task), images, labels=test_label)
+    assert r.reward == pytest.approx(1 / 3)
+    assert "reward 1/3" in r.verifier.output
