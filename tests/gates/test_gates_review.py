@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import json
 from pathlib import Path
 
@@ -146,8 +145,6 @@ def test_review_settings_from_env(monkeypatch):
 @pytest.mark.model
 async def test_the_real_local_model_produces_a_recorded_review(task_dir, local_model_url):
     async with ChatClient(local_model_url, "smollm2-135m") as client:
-        if "response_format" not in inspect.signature(client.chat).parameters:
-            pytest.skip("ChatClient.chat cannot forward response_format yet")
         review = await review_task(task_dir, client, _settings(retries=1, max_tokens=800))
     # SmolLM2-135M's verdicts are noise; what matters is that grammar-constrained output
     # makes a complete, schema-valid review that can be recorded.

@@ -186,6 +186,7 @@ class ChatClient:
         temperature: float = 1.0,
         stop: list[str] | None = None,
         seed: int | None = None,
+        response_format: dict[str, Any] | None = None,
     ) -> ChatTurn:
         body: dict[str, Any] = {
             "model": self.model,
@@ -201,6 +202,9 @@ class ChatClient:
             body["stop"] = stop
         if seed is not None:
             body["seed"] = seed
+        if response_format is not None:
+            # Structured output (e.g. a JSON Schema): constrained decoding on llama.cpp and vLLM.
+            body["response_format"] = response_format
         t0 = time.monotonic()
         data = await self._post(f"{self.base_url}/chat/completions", body)
         try:

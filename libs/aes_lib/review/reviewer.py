@@ -10,7 +10,6 @@ runner redelivers the candidate later.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import os
 from pathlib import Path
 
@@ -92,13 +91,12 @@ async def review_task(task_dir: Path, client: ChatClient, settings: ReviewSettin
     """Review the Harbor task in ``task_dir`` with ``client``."""
     files = task_files(Path(task_dir), settings.max_file_chars, settings.max_total_chars)
     messages = review_messages(files)
-    kwargs: dict[str, object] = {}
-    # Only a client that can forward response_format gets one (older clients lack the argument).
-    if settings.structured and "response_format" in inspect.signature(client.chat).parameters:
-        kwargs["response_format"] = _response_format()
+    response_format = _response_format() if settings.structured else None
     error = ""
     for attempt in range(1, settings.retries + 2):
-        turn = await client.chat(messages, max_tokens=settings.max_tokens, temperature=settings.temperature, **kwargs)
+        turn = await client.chat(
+            messages, max_tokens=settings.max_tokens, temperature=settings.temperature, response_format=response_format
+        )
         try:
             return Review(criteria=parse_review(turn.text), attempts=attempt)
         except ReviewParseError as e:
