@@ -63,6 +63,8 @@ def rejection(candidate: CandidateEnv, verdict: Verdict, proposer_reward: float)
         revision=candidate.revision,
         bundle=candidate.bundle,
         category=candidate.category,
+        mode=candidate.mode,
+        cost_usd=candidate.cost_usd,
         verdicts=(*candidate.verdicts, verdict),
     )
 

@@ -116,7 +116,7 @@ class ProposerService(Service[Assignment]):
                 traj_ref = await asyncio.to_thread(store_trajectory, store, traj)
         if packed is None:
             detail = f"{traj.stop_reason}; {len(traj.turns)} turns" + (f"; {traj.error}" if traj.error else "")
-            await publish_failure(ctx, no_candidate(msg, reason, detail))
+            await publish_failure(ctx, no_candidate(msg, reason, detail, cost_usd=traj.cost_usd))
             # The reward of an episode with nothing to admit is known now: 0.
             await ctx.publish(subjects.TRAJECTORY, TrajectoryRef(
                 idempotency_key=f"{msg.idempotency_key}:proposer_trajectory", episode_id=msg.episode_id,

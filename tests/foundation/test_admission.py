@@ -19,6 +19,8 @@ CANDIDATE = CandidateEnv(
     revision=1,
     category="git",
     route=("validate", "contamination", "calibrate"),
+    mode="feedback",
+    cost_usd=0.0125,
 )
 PASS = Verdict(stage="validate", ok=True, reason="ok")
 
@@ -46,6 +48,8 @@ async def test_reject_publishes_a_final_rejected_result(bus: Bus) -> None:
     assert result.decision == "rejected" and result.proposer_reward == 0.0
     assert result.verdicts == (fail,) and result.env_id == "env-1" and result.assignment_id == "as-1"
     assert result.bundle == CANDIDATE.bundle and result.revision == 1
+    # Cost per valid environment counts what rejected candidates cost too.
+    assert result.mode == "feedback" and result.cost_usd == 0.0125
 
 
 async def test_a_stage_not_at_the_head_cannot_route(bus: Bus) -> None:

@@ -46,7 +46,7 @@ def candidate_env(
     )
 
 
-def no_candidate(a: Assignment, reason: str, detail: str) -> CalibrationResult:
+def no_candidate(a: Assignment, reason: str, detail: str, cost_usd: float = 0.0) -> CalibrationResult:
     """The episode produced nothing to admit: proposer reward 0, visible to pool and planner."""
     return CalibrationResult(
         idempotency_key=f"{a.idempotency_key}:no_candidate",
@@ -57,6 +57,8 @@ def no_candidate(a: Assignment, reason: str, detail: str) -> CalibrationResult:
         proposer_reward=0.0,
         revision=a.revision,
         category=a.category,
+        mode=a.mode,
+        cost_usd=cost_usd,
         verdicts=(Verdict(stage="proposer", ok=False, reason=reason, detail=detail[:2000]),),
     )
 
