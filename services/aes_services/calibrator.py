@@ -14,10 +14,10 @@ from aes_proto import subjects
 from aes_proto.messages import CalibrationResult, CandidateEnv, Verdict
 
 from aes_lib.flywheel.calibrate import DIAGNOSTIC, calibrate
-from aes_lib.flywheel.config import FlywheelConfig
 from aes_lib.flywheel.revision import RolloutEvidence, feedback_text, revision_assignment
-from aes_lib.flywheel.rollouts import RolloutRunner, announce, cached
-from aes_lib.service import Context, Service
+from aes_lib.flywheel.rollouts import announce, cached
+from aes_lib.service import Context
+from aes_services.solver_backed import SolverBackedService
 
 ROLLOUT_BUCKET = "aes_calibration"
 """KV bucket caching finished calibration rollouts by rollout id."""
@@ -28,22 +28,11 @@ def rollout_id(c: CandidateEnv, i: int) -> str:
     return f"{c.env_id[:16]}-{c.assignment_id}-rev{c.revision}-{kind}"
 
 
-class CalibratorService(Service[CandidateEnv]):
+class CalibratorService(SolverBackedService[CandidateEnv]):
     name = "calibrator"
     subject = subjects.stage("calibrate")
     message_type = CandidateEnv
     ack_wait = 120.0
-
-    def __init__(self, runner: RolloutRunner | None = None, config: FlywheelConfig | None = None) -> None:
-        self.runner = runner
-        self.config = config
-
-    async def setup(self, ctx: Context) -> None:
-        self.config = self.config or FlywheelConfig.from_env()
-        if self.runner is None:
-            from aes_lib.flywheel.trial_runner import TrialRolloutRunner
-
-            self.runner = TrialRolloutRunner.from_settings(ctx.settings, ctx.blobs, self.config)
 
     async def handle(self, msg: CandidateEnv, ctx: Context) -> None:
         assert self.runner is not None and self.config is not None

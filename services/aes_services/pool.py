@@ -20,8 +20,9 @@ from aes_lib.flywheel.config import FlywheelConfig
 from aes_lib.flywheel.planner import round_of
 from aes_lib.flywheel.pool import PoolEntry, out_of_band
 from aes_lib.flywheel.pool_store import BUCKET, PoolStore
-from aes_lib.flywheel.rollouts import RolloutRunner, announce, cached
+from aes_lib.flywheel.rollouts import announce, cached
 from aes_lib.service import Context, Service
+from aes_services.solver_backed import SolverBackedService
 
 REVIEW_BUCKET = "aes_review"
 """KV bucket caching finished pool-review rollouts by rollout id."""
@@ -74,22 +75,11 @@ class PoolService(Service[CalibrationResult]):
             ))
 
 
-class PoolReviewService(Service[PoolReview]):
+class PoolReviewService(SolverBackedService[PoolReview]):
     name = "pool-review"
     subject = subjects.POOL_REVIEW
     message_type = PoolReview
     ack_wait = 120.0
-
-    def __init__(self, runner: RolloutRunner | None = None, config: FlywheelConfig | None = None) -> None:
-        self.runner = runner
-        self.config = config
-
-    async def setup(self, ctx: Context) -> None:
-        self.config = self.config or FlywheelConfig.from_env()
-        if self.runner is None:
-            from aes_lib.flywheel.trial_runner import TrialRolloutRunner
-
-            self.runner = TrialRolloutRunner.from_settings(ctx.settings, ctx.blobs, self.config)
 
     async def handle(self, msg: PoolReview, ctx: Context) -> None:
         if msg.step != "review":
