@@ -115,9 +115,13 @@ class TaskConfig(_Section, frozen=True):
     metadata: dict[str, Any] = {}
     """Free-form: difficulty, category, tags, ..."""
     agent: AgentConfig = AgentConfig()
+    """``[agent]``: the agent's time limit and user."""
     verifier: VerifierConfig = VerifierConfig()
+    """``[verifier]``: how tests/test.sh runs."""
     environment: EnvironmentConfig = EnvironmentConfig()
+    """``[environment]``: image build and container resources."""
     solution: SolutionConfig = SolutionConfig()
+    """``[solution]``: the reference solution's environment."""
 
 
 def parse_task_toml(text: str) -> TaskConfig:
