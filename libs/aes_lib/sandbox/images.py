@@ -49,12 +49,14 @@ def environment_hash(env_dir: Path) -> str:
 
 
 class ImageCache:
-    """``await build(task)`` returns an image tag, building only when it is absent."""
+    """``await build(task)`` returns an image tag, building only when it is absent.
+
+    ``max_build_timeout`` caps any task's ``build_timeout_sec``.
+    """
 
     def __init__(self, client: docker.DockerClient | None = None, max_build_timeout: float = 1800.0) -> None:
         self.client = client or docker.from_env()
         self.max_build_timeout = max_build_timeout
-        """Cap on any task's build_timeout_sec."""
         self._locks: dict[str, asyncio.Lock] = {}
 
     async def build(self, task: Task) -> str:
