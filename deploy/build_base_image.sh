@@ -6,7 +6,8 @@
 # Cached by the content hash of this script: a rebuild happens only when it changes.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-HASH=$(sha256sum "$0" "$HERE/base.Dockerfile" | sha256sum | cut -c1-16)
+# Content only (not paths), so every checkout shares one cached image.
+HASH=$(cat "$0" "$HERE/base.Dockerfile" | sha256sum | cut -c1-16)
 if [ "$(docker image inspect -f '{{index .Config.Labels "aes.base.hash"}}' aes-base:latest 2>/dev/null)" = "$HASH" ]; then
   echo "base image: aes-base:latest up to date ($HASH)"; exit 0
 fi
