@@ -6,6 +6,10 @@
 - ``bus``: a connected ``aes_lib.bus.Bus`` on ``fresh_nats``.
 - ``s3_server``: a SeaweedFS (``weed mini``) S3 endpoint that checks credentials.
 - ``blob_store``: a ``BlobStore`` parametrized over ``file://`` and ``s3://``.
+- ``local_model_url``: the real SmolLM2 served by xllamacpp; one server for the whole
+  session (a second 135M server would only halve the speed of both on 2 cores).
+
+``tests/replay`` (the replay model server) is importable from every test folder.
 """
 
 from __future__ import annotations
@@ -28,8 +32,18 @@ from pathlib import Path
 import pytest
 
 from aes_lib.config import Settings
+from aes_lib.models.serve import spawn
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "replay"))
 
 STARTUP_TIMEOUT = 60.0
+
+
+@pytest.fixture(scope="session")
+def local_model_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    d = tmp_path_factory.mktemp("model")
+    with spawn(d / "url", d / "server.log") as url:
+        yield url
 
 
 def find_binary(name: str) -> str:
