@@ -30,6 +30,26 @@ class StackFileError(ValueError):
     """``<home>/stack.json`` exists but cannot be read."""
 
 
+def env_overrides(cls: type, prefix: str, error: type[Exception]) -> dict[str, object]:
+    """Fields of the dataclass ``cls`` set as ``<prefix><FIELD>`` in the environment.
+
+    Each value takes the type of the field's default (int, float or str); a value that
+    is not a number where one is expected raises ``error`` naming the variable.
+    """
+    values: dict[str, object] = {}
+    for f in dataclasses.fields(cls):
+        var = f"{prefix}{f.name.upper()}"
+        raw = os.environ.get(var)
+        if raw is None:
+            continue
+        kind = type(f.default)
+        try:
+            values[f.name] = kind(raw) if kind in (int, float) else raw
+        except ValueError as e:
+            raise error(f"{var}: expected {kind.__name__}, got {raw!r}") from e
+    return values
+
+
 @dataclasses.dataclass(frozen=True)
 class Settings:
     """Where the shared infrastructure is and how to reach it.

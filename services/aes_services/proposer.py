@@ -11,7 +11,6 @@ pool see the outcome. The proposer's endpoint and model default to the solver's.
 from __future__ import annotations
 
 import asyncio
-import os
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -29,6 +28,7 @@ from aes_lib.agents.proposer.harness import EpisodeBudget, run_episode
 from aes_lib.agents.proposer.workspace import PastEnvironment
 from aes_lib.agents.trajectory import store_trajectory
 from aes_lib.bundle import unpack
+from aes_lib.config import env_overrides
 from aes_lib.models import ChatClient
 from aes_lib.sandbox import ImageCache
 from aes_lib.service import Context, Service
@@ -55,12 +55,7 @@ class ProposerConfig:
 
     @classmethod
     def from_env(cls) -> "ProposerConfig":
-        return cls(
-            max_turns=int(os.environ.get("AES_PROPOSER_MAX_TURNS", cls.max_turns)),
-            time_limit_s=float(os.environ.get("AES_PROPOSER_TIME_LIMIT_S", cls.time_limit_s)),
-            max_tokens=int(os.environ.get("AES_PROPOSER_MAX_TOKENS", cls.max_tokens)),
-            max_revisions=int(os.environ.get("AES_PROPOSER_MAX_REVISIONS", cls.max_revisions)),
-        )
+        return cls(**env_overrides(cls, "AES_PROPOSER_", ValueError))
 
     def budget(self) -> EpisodeBudget:
         base = EpisodeBudget()

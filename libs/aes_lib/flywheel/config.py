@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 
+from aes_lib.config import env_overrides
 from aes_lib.flywheel.calibration import CalibrationRule
 
 MODES = ("agent", "prompt", "feedback")
@@ -38,18 +38,7 @@ class FlywheelConfig:
 
     @classmethod
     def from_env(cls, **overrides: object) -> "FlywheelConfig":
-        values: dict[str, object] = {}
-        for f in dataclasses.fields(cls):
-            raw = os.environ.get(f"AES_{f.name.upper()}")
-            if raw is None:
-                continue
-            if f.type in ("str", str):
-                values[f.name] = raw
-                continue
-            try:
-                values[f.name] = int(raw) if f.type in ("int", int) else float(raw)
-            except ValueError as e:
-                raise FlywheelConfigError(f"AES_{f.name.upper()}: expected a number, got {raw!r}") from e
+        values = env_overrides(cls, "AES_", FlywheelConfigError)
         values.update(overrides)
         return cls(**values)  # type: ignore[arg-type]
 

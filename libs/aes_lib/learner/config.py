@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Literal
+
+from aes_lib.config import env_overrides
 
 
 class LearnerConfigError(ValueError):
@@ -70,15 +71,6 @@ class LearnerConfig:
 
     @classmethod
     def from_env(cls, **overrides: object) -> "LearnerConfig":
-        values: dict[str, object] = {}
-        for f in dataclasses.fields(cls):
-            raw = os.environ.get(f"AES_LEARNER_{f.name.upper()}")
-            if raw is None:
-                continue
-            kind = type(f.default)
-            try:
-                values[f.name] = kind(raw) if kind in (int, float) else raw
-            except ValueError as e:
-                raise LearnerConfigError(f"AES_LEARNER_{f.name.upper()}={raw!r}: {e}") from e
+        values = env_overrides(cls, "AES_LEARNER_", LearnerConfigError)
         values.update(overrides)
         return cls(**values)  # type: ignore[arg-type]
