@@ -8,6 +8,9 @@
 - ``blob_store``: a ``BlobStore`` parametrized over ``file://`` and ``s3://``.
 - ``local_model_url``: the real SmolLM2 served by xllamacpp; one server for the whole
   session (a second 135M server would only halve the speed of both on 2 cores).
+- ``smollm2_folder``: the bundled SmolLM2 exported once as a transformers folder (what
+  the learner trains and the torch engine serves).
+- ``tiny_model``: SmolLM2's architecture and tokenizer at toy size with random weights.
 
 ``tests/replay`` (the replay model server) is importable from every test folder.
 """
@@ -44,6 +47,29 @@ def local_model_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     d = tmp_path_factory.mktemp("model")
     with spawn(d / "url", d / "server.log") as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def smollm2_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from aes_lib.learner.base_model import bundled_base_model
+
+    return bundled_base_model(tmp_path_factory.mktemp("home"))
+
+
+@pytest.fixture(scope="session")
+def tiny_model(smollm2_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Fast to sample and train; its replies are noise, so it exercises mechanics, not skill."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    cfg = AutoConfig.from_pretrained(smollm2_folder)
+    cfg.update({"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16})
+    torch.manual_seed(0)
+    dest = tmp_path_factory.mktemp("tiny") / "model"
+    AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).save_pretrained(dest)
+    AutoTokenizer.from_pretrained(smollm2_folder).save_pretrained(dest)
+    return dest
 
 
 def find_binary(name: str) -> str:

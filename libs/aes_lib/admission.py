@@ -66,6 +66,7 @@ def rejection(candidate: CandidateEnv, verdict: Verdict, proposer_reward: float)
         mode=candidate.mode,
         cost_usd=candidate.cost_usd,
         verdicts=(*candidate.verdicts, verdict),
+        proposal=candidate.proposal,
     )
 
 

@@ -75,6 +75,14 @@ class Settings:
     """OpenAI-compatible endpoint (``.../v1``); empty: the embedded local model."""
     model: str = "smollm2-135m"
     """Model name sent to the endpoint (solver)."""
+    engine: str = "torch"
+    """What serves the policy: ``torch`` (``aes_lib.models.torch_serve``, follows the learner's
+    weights) or ``gguf`` (the bundled xllamacpp server: faster, but it cannot take new weights,
+    so nothing trains)."""
+    policy_mode: str = "shared"
+    """``shared``: one model plays both roles and one learner trains it on both roles' samples
+    (the paper's headline setting); ``separate``: a solver model and a proposer model, each
+    with its own learner and engine."""
     proposer_model_url: str = ""
     """Endpoint for the proposer; empty: same as the solver's."""
     proposer_model: str = ""

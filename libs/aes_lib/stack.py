@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib.util
 import json
 import logging
 import os
@@ -36,8 +35,10 @@ SERVICE_READY_TIMEOUT = 180.0
 STOP_TIMEOUT = 30.0
 """Seconds a service gets to drain after SIGTERM before SIGKILL."""
 NATS_USER = "aes"
-MODEL_MARKER = "aes_lib.models.serve"
-"""Module of the local model server (another area's), also found in its command line."""
+MODEL_MARKER = "aes_lib.models."
+"""Found in the command line of either local model server (``serve`` or ``torch_serve``)."""
+ENGINE_MODULES = {"torch": "aes_lib.models.torch_serve", "gguf": "aes_lib.models.serve"}
+"""Module serving each engine kind (``AES_ENGINE``)."""
 
 logger = logging.getLogger("aes.stack")
 
@@ -56,6 +57,8 @@ class StackState:
     """nats-server pid."""
     model: int | None = None
     """Local model server pid, when the stack started one."""
+    proposer_model: int | None = None
+    """The proposer's own engine (separate-models mode), when the stack started one."""
     services: dict[str, int] = dataclasses.field(default_factory=dict)
     """Service name -> pid of its ``aes service NAME`` process."""
 
@@ -146,11 +149,13 @@ def _start_nats(home: Path, password: str) -> tuple[int, str]:
     raise StackError(f"nats-server did not report its port within {START_TIMEOUT:.0f} s; see {log}")
 
 
-def _start_model(home: Path) -> tuple[int, str]:
-    url_file = home / "model.url"
+def _start_model(home: Path, engine: str, env: Mapping[str, str], part: str = "model") -> tuple[int, str]:
+    url_file = home / f"{part}.url"
     url_file.unlink(missing_ok=True)
-    log = home / "logs" / "model.log"
-    proc = _spawn([sys.executable, "-m", MODEL_MARKER, "--port", "0", "--url-file", str(url_file)], log)
+    log = home / "logs" / f"{part}.log"
+    if engine not in ENGINE_MODULES:
+        raise StackError(f"AES_ENGINE must be one of {sorted(ENGINE_MODULES)}, got {engine!r}")
+    proc = _spawn([sys.executable, "-m", ENGINE_MODULES[engine], "--port", "0", "--url-file", str(url_file)], log, env)
     deadline = time.monotonic() + MODEL_START_TIMEOUT
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -177,9 +182,9 @@ def up(settings: Settings, services: Mapping[str, str] | None = None, model: boo
     ``services`` maps names to ``module:Class`` (default: ``aes_services.registry.SERVICES``);
     ``model=False`` skips the local model server, as does an ``AES_MODEL_URL`` of another server.
     """
-    from aes_services.registry import SERVICES
+    from aes_services.registry import SERVICES, stack_services
 
-    services = SERVICES if services is None else services
+    services = stack_services(settings.engine, settings.policy_mode) if services is None else services
     home = settings.home
     for d in ("nats", "logs", "blobs", "run"):
         (home / d).mkdir(parents=True, exist_ok=True)
@@ -199,8 +204,17 @@ def up(settings: Settings, services: Mapping[str, str] | None = None, model: boo
         state.save(home)
     # settings.model_url may be this stack's own (read back from stack.json) or another server's.
     ours = settings.model_url in ("", state.settings.get("model_url"))
-    if model and ours and importlib.util.find_spec(MODEL_MARKER) and not alive(state.model, MODEL_MARKER):
-        state.model, state.settings["model_url"] = _start_model(home)
+    engine_env = {**os.environ, "AES_HOME": str(home), "AES_BLOB_URL": settings.blob_location}
+    # Every shell that finds the stack through stack.json agrees on how the policy is served.
+    state.settings.update(engine=settings.engine, policy_mode=settings.policy_mode)
+    if model and ours and not alive(state.model, MODEL_MARKER):
+        state.model, state.settings["model_url"] = _start_model(home, settings.engine, engine_env)
+        state.save(home)
+    # Separate models: the proposer's policy gets an engine of its own to follow its learner.
+    ours = settings.proposer_model_url in ("", state.settings.get("proposer_model_url"))
+    if model and ours and settings.policy_mode == "separate" and not alive(state.proposer_model, MODEL_MARKER):
+        state.proposer_model, state.settings["proposer_model_url"] = _start_model(
+            home, settings.engine, engine_env, part="proposer-model")
         state.save(home)
 
     stack_settings = dataclasses.replace(settings, **state.settings)
@@ -270,6 +284,8 @@ def down(home: Path) -> list[str]:
         stopped.append(name)
     if _stop(state.model, MODEL_MARKER, STOP_TIMEOUT):
         stopped.append("model")
+    if _stop(state.proposer_model, MODEL_MARKER, STOP_TIMEOUT):
+        stopped.append("proposer-model")
     if _stop(state.nats, "nats-server", STOP_TIMEOUT):
         stopped.append("nats")
     (home / STACK_FILE).unlink(missing_ok=True)

@@ -63,6 +63,17 @@ class Verdict(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=T
     """Human-readable explanation."""
 
 
+class ProposalRef(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """The proposer episode behind a candidate: what the learner trains once its outcome is known."""
+
+    trajectory: BlobRef
+    """The stored proposer ``Trajectory``."""
+    group_id: str
+    """The proposals for one assignment form one group (their rewards are centred together)."""
+    group_size: int = 1
+    """Attempts in the group; the group is complete when each attempt's last episode is scored."""
+
+
 Direction = Literal["new", "easier", "harder", "revise"]
 Role = Literal["solver", "proposer"]
 GenerationMode = Literal["prompt", "feedback", "agent", "seed"]
@@ -89,6 +100,10 @@ class Assignment(Message, frozen=True):
     """The rejected candidate that a revision starts from."""
     round: int = 0
     mode: GenerationMode = "agent"
+    group_id: str = ""
+    """Proposer group: the parallel attempts at one assignment (empty: the assignment id)."""
+    group_size: int = 1
+    """Attempts the planner issued for the group (the paper's 128 proposals per assignment)."""
 
 
 class CandidateEnv(Message, frozen=True):
@@ -113,7 +128,8 @@ class CandidateEnv(Message, frozen=True):
     cost_usd: float = 0.0
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    proposer_trajectory: BlobRef | None = None
+    proposal: ProposalRef | None = None
+    """The proposer episode that wrote this candidate (None for seeds)."""
 
 
 class ValidationResult(Message, frozen=True):
@@ -191,6 +207,8 @@ class CalibrationResult(Message, frozen=True):
     """The candidate's generation mode (copied from ``CandidateEnv``), for per-mode rates."""
     cost_usd: float = 0.0
     """What the proposer spent on the candidate (copied from ``CandidateEnv``): cost per valid env."""
+    proposal: ProposalRef | None = None
+    """The proposer episode behind the candidate; ``proposer_reward`` is its reward."""
 
 
 class PoolEvent(Message, frozen=True):
@@ -214,8 +232,14 @@ class TrajectoryRef(Message, frozen=True):
     reward: float
     trajectory: BlobRef
     policy_version: int = 0
+    """Oldest weights any of its turns was sampled from (the learner drops samples too old)."""
     n_tokens: int = 0
     finished: bool = True
+    group_size: int = 0
+    """Members of the group; 0: the learner's configured size for the role."""
+    final: bool = True
+    """Whether this sample ends one member of its group: every solver attempt does; a
+    proposer episode that was sent back for revision does not (its revision continues it)."""
 
 
 class RolloutSummary(Message, frozen=True):
@@ -234,6 +258,9 @@ class RolloutSummary(Message, frozen=True):
     purpose: Literal["calibration", "training", "pool_review", "diagnostic", "proposer_tool"] = "training"
 
 
+PolicyName = Literal["shared", "solver", "proposer"]
+
+
 class PolicyVersion(Message, frozen=True):
     """Learner: new weights that the next round samples from."""
 
@@ -241,6 +268,50 @@ class PolicyVersion(Message, frozen=True):
     checkpoint: BlobRef
     step: int = 0
     base_model: str = ""
+    policy: PolicyName = "shared"
+    """Which policy: ``shared`` (one model in both roles) or, with separate models, ``solver``/``proposer``."""
+    solver_updates: int = 0
+    """Updates on solver groups so far (the pool review cadence counts these)."""
+    trained_role: Role = "solver"
+    """Whose groups the update that made this version trained on."""
+
+
+class ServingUpdate(Message, frozen=True):
+    """Weight sync: an engine now serves ``version`` of ``policy``."""
+
+    policy: PolicyName
+    version: int
+    engine: str
+    """Base URL of the engine that loaded it."""
+    seconds: float
+    """Time to load the checkpoint into the engine."""
+
+
+class TrainingWave(Message, frozen=True):
+    """Request one wave of training rollouts: groups of attempts on environments of the pool."""
+
+    wave_id: str
+    """Unique per wave (e.g. ``r3w1``); group and rollout ids derive from it."""
+    groups: int
+    """Environments sampled from the active pool (one group each)."""
+    group_size: int
+    """Attempts per environment."""
+    policy_version: int = 0
+    """The engine must serve at least this version before an attempt starts."""
+    round: int = 0
+
+
+class RolloutRequest(Message, frozen=True):
+    """One training attempt: run the current solver on ``env_id`` as a member of ``group_id``."""
+
+    rollout_id: str
+    env_id: str
+    bundle: BlobRef
+    group_id: str
+    group_size: int
+    wave_id: str
+    policy_version: int = 0
+    """Minimum version the engine must serve when the attempt starts."""
 
 
 class LearnerStats(Message, frozen=True):
@@ -263,6 +334,13 @@ class LearnerStats(Message, frozen=True):
     """Whose groups the step trained on."""
     grad_norm: float = 0.0
     """Gradient norm before clipping."""
+    seconds: float = 0.0
+    """Wall time of the update (forward, backward, optimizer step)."""
+    policy: PolicyName = "shared"
+    group_ids: tuple[str, ...] = ()
+    """The groups trained on: a group appears in exactly one update."""
+    stale_dropped: int = 0
+    """Samples dropped since the last update for being older than the allowed policy lag."""
 
 
 class DeadLetter(Message, frozen=True):
@@ -313,12 +391,16 @@ MESSAGE_TYPES: tuple[type[Message], ...] = (
     TrajectoryRef,
     RolloutSummary,
     PolicyVersion,
+    ServingUpdate,
+    TrainingWave,
+    RolloutRequest,
     LearnerStats,
     DeadLetter,
 )
 
 __all__ = [t.__name__ for t in MESSAGE_TYPES] + [
     "BlobRef",
+    "ProposalRef",
     "Verdict",
     "CriterionVerdict",
     "Message",

@@ -27,8 +27,25 @@ RESULT_CALIBRATION = "aes.result.calibration"
 POOL_EVENT = "aes.pool.event"
 POOL_REVIEW = "aes.pool.review"
 ROLLOUT_SUMMARY = "aes.rollout.summary"
-TRAJECTORY = "aes.trajectory"
+TRAJECTORY_PREFIX = "aes.trajectory"
+TRAJECTORIES = f"{TRAJECTORY_PREFIX}.>"
+"""Every role's scored trajectories (the shared-policy learner consumes them all)."""
+
+
+def trajectory(role: str) -> str:
+    """Subject of ``role``'s scored trajectories (a separate-models learner consumes one)."""
+    if role not in ("solver", "proposer"):
+        raise ValueError(f"role must be solver or proposer, got {role!r}")
+    return f"{TRAJECTORY_PREFIX}.{role}"
+
+
+TRAINING_WAVE = "aes.training.wave"
+"""``aes run``/``aes train`` -> wave planner: sample groups from the pool."""
+ROLLOUT_REQUEST = "aes.rollout.request"
+"""Wave planner -> training-rollout replicas: one attempt each."""
 POLICY_VERSION = "aes.policy.version"
+SERVING_VERSION = "aes.policy.serving"
+"""Weight sync -> anyone: an engine loaded a version."""
 LEARNER_STATS = "aes.learner.stats"
 DEAD_LETTER_PREFIX = "aes.dlq"
 
@@ -42,7 +59,8 @@ STREAMS: dict[str, dict] = {
     "AES_CANDIDATES": {"subjects": [f"{CANDIDATE_PREFIX}.>"], "retention": "workqueue"},
     "AES_RESULTS": {"subjects": ["aes.result.>"], "retention": "limits"},
     "AES_POOL": {"subjects": [POOL_EVENT, POOL_REVIEW], "retention": "limits"},
-    "AES_ROLLOUTS": {"subjects": [ROLLOUT_SUMMARY, TRAJECTORY], "retention": "limits"},
-    "AES_POLICY": {"subjects": [POLICY_VERSION, LEARNER_STATS], "retention": "limits"},
+    "AES_ROLLOUTS": {"subjects": [ROLLOUT_SUMMARY, TRAJECTORIES], "retention": "limits"},
+    "AES_TRAINING": {"subjects": [TRAINING_WAVE, ROLLOUT_REQUEST], "retention": "workqueue"},
+    "AES_POLICY": {"subjects": [POLICY_VERSION, SERVING_VERSION, LEARNER_STATS], "retention": "limits"},
     "AES_DLQ": {"subjects": [f"{DEAD_LETTER_PREFIX}.>"], "retention": "limits"},
 }

@@ -57,7 +57,7 @@ class CalibratorService(SolverBackedService[CandidateEnv]):
             env_id=msg.env_id, assignment_id=msg.assignment_id, decision=d.outcome,
             rewards=tuple(r.reward for r in result.rollouts), mean=d.mean, std=d.std,
             proposer_reward=d.proposer_reward, revision=msg.revision, resubmitted=d.resubmit,
-            bundle=msg.bundle, category=msg.category, mode=msg.mode, cost_usd=msg.cost_usd,
+            bundle=msg.bundle, category=msg.category, mode=msg.mode, cost_usd=msg.cost_usd, proposal=msg.proposal,
             verdicts=msg.verdicts + (Verdict(stage="calibrate", ok=d.outcome == "admitted", reason=d.outcome,
                                              detail=feedback if d.outcome != "admitted" else ""),),
         ))

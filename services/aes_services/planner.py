@@ -83,5 +83,6 @@ class PlannerService(Service[PoolReview]):
         retired = [e for e in [await store.entry(i) for i in msg.retired] if e is not None]
         stats = await load_stats(await ctx.kv(STATS_BUCKET), [e.env_id for e in active + retired])
         centre = (self.config.band_low + self.config.band_high) / 2
-        for a in plan_round(active, retired, stats, msg.fresh, msg.round, mode=self.config.generation_mode, centre=centre):
+        for a in plan_round(active, retired, stats, msg.fresh, msg.round, mode=self.config.generation_mode, centre=centre,
+                            attempts=self.config.proposals_per_assignment):
             await ctx.publish(subjects.ASSIGNMENT, a)

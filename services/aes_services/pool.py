@@ -115,7 +115,7 @@ class PoolReviewService(SolverBackedService[PoolReview]):
             rid = f"{entry.env_id[:16]}-review-{msg.idempotency_key}-{len(rewards)}"
             out = await cached(kv, rid, lambda rid=rid: runner.run(entry.bundle, entry.env_id, rid))
             await announce(ctx, out, episode_id=msg.episode_id, group_id=f"{entry.env_id}:review:{msg.idempotency_key}",
-                           purpose="pool_review", policy_version=msg.policy_version)
+                           purpose="pool_review")
             rewards.append(out.reward)
         return sum(rewards) / len(rewards)
 
@@ -133,12 +133,14 @@ class PolicyWatchService(Service[PolicyVersion]):
 
     async def handle(self, msg: PolicyVersion, ctx: Context) -> None:
         assert self.config is not None
-        # Versions count solver updates, so every review_every-th version is due;
+        # Due on every review_every-th solver update (a proposer update of the shared
+        # policy, or the proposer's own policy, leaves the solver as it was);
         # stateless, hence safe under redelivery and replicas.
-        if msg.version <= 0 or msg.version % self.config.review_every:
+        n = msg.solver_updates
+        if msg.trained_role != "solver" or msg.policy == "proposer" or n <= 0 or n % self.config.review_every:
             return
         await ctx.publish(subjects.POOL_REVIEW, PoolReview(
-            idempotency_key=f"review:v{msg.version}", episode_id=f"review-v{msg.version}",
-            round=msg.version // self.config.review_every, step="review", rerun=True,
+            idempotency_key=f"review:{msg.policy}:s{n}", episode_id=f"review-s{n}",
+            round=n // self.config.review_every, step="review", rerun=True,
             policy_version=msg.version, fresh=0,
         ))

@@ -33,7 +33,7 @@ from aes_lib.models import ChatClient
 from aes_lib.sandbox import ImageCache
 from aes_lib.service import Context, Service
 from aes_proto import subjects
-from aes_proto.messages import Assignment, TrajectoryRef
+from aes_proto.messages import Assignment
 
 
 class ProposerEndpointError(ValueError):
@@ -111,13 +111,7 @@ class ProposerService(Service[Assignment]):
                 traj_ref = await asyncio.to_thread(store_trajectory, store, traj)
         if packed is None:
             detail = f"{traj.stop_reason}; {len(traj.turns)} turns" + (f"; {traj.error}" if traj.error else "")
-            await publish_failure(ctx, no_candidate(msg, reason, detail, cost_usd=traj.cost_usd))
-            # The reward of an episode with nothing to admit is known now: 0.
-            await ctx.publish(subjects.TRAJECTORY, TrajectoryRef(
-                idempotency_key=f"{msg.idempotency_key}:proposer_trajectory", episode_id=msg.episode_id,
-                rollout_id=traj.rollout_id, env_id=msg.parent_env_id or "", role="proposer",
-                group_id=msg.assignment_id, reward=0.0, trajectory=traj_ref, n_tokens=traj.n_tokens,
-            ))
+            await publish_failure(ctx, no_candidate(msg, reason, detail, cost_usd=traj.cost_usd, trajectory=traj_ref))
             return
         bundle = await asyncio.to_thread(store_bundle, store, packed)
         await publish_candidate(ctx, candidate_env(

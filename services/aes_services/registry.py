@@ -13,4 +13,26 @@ SERVICES: dict[str, str] = {
     "reset": "aes_services.reset_gate:ResetGateService",
     "proposer": "aes_services.proposer:ProposerService",
     "learner": "aes_services.learner:LearnerService",
+    "learner-solver": "aes_services.learner:SolverLearnerService",
+    "learner-proposer": "aes_services.learner:ProposerLearnerService",
+    "proposer-samples": "aes_services.proposer_samples:ProposerSampleService",
+    "training-wave": "aes_services.training:WavePlannerService",
+    "rollouts": "aes_services.training:TrainingRolloutService",
+    "weight-sync": "aes_services.serving:WeightSyncService",
 }
+
+TRAINING = ("learner", "learner-solver", "learner-proposer", "proposer-samples", "training-wave", "rollouts",
+            "weight-sync")
+"""The services that close the training loop; the stack starts them only with an engine that
+follows the learner's weights (``AES_ENGINE=torch``)."""
+SEPARATE_LEARNERS = ("learner-solver", "learner-proposer")
+"""With ``AES_POLICY_MODE=separate`` these replace ``learner`` (one model per role)."""
+
+
+def stack_services(engine: str, policy_mode: str) -> dict[str, str]:
+    """The services ``aes up`` starts for this engine and policy mode."""
+    if policy_mode not in ("shared", "separate"):
+        raise ValueError(f"AES_POLICY_MODE must be shared or separate, got {policy_mode!r}")
+    skip = set(TRAINING) if engine != "torch" else (
+        {"learner"} if policy_mode == "separate" else set(SEPARATE_LEARNERS))
+    return {name: spec for name, spec in SERVICES.items() if name not in skip}

@@ -96,7 +96,8 @@ async def test_replayed_agentic_episode_submits_a_valid_candidate(bus, tmp_path)
     forwarded = await _taken(bus, subjects.stage(bus.settings.route_stages[1]), CandidateEnv)
     assert forwarded.env_id == cand.env_id and forwarded.verdicts[-1].stage == "validate"
 
-    traj = load_trajectory(bus.blobs, cand.proposer_trajectory)
+    assert cand.proposal.group_id == cand.assignment_id and cand.proposal.group_size == 1
+    traj = load_trajectory(bus.blobs, cand.proposal.trajectory)
     t = traj.turns
     # Commands ran inside the proposer's container, over the workspace the harness prepared.
     assert "past_environments" in t[0].output and "direction: **harder**" in t[0].output
@@ -152,9 +153,9 @@ async def test_episode_without_submission_is_a_recorded_failure(bus):
     assert result.decision == "rejected" and result.proposer_reward == 0.0 and result.assignment_id == "a1"
     assert result.verdicts[0].stage == "proposer" and result.verdicts[0].reason == "no_submission"
     assert "done; 2 turns" in result.verdicts[0].detail
-    [ref] = await bus.history(subjects.TRAJECTORY, TrajectoryRef)
-    assert ref.role == "proposer" and ref.reward == 0.0
-    assert load_trajectory(bus.blobs, ref.trajectory).turns[0].command == "ls"
+    # The episode's trajectory rides on its result: the proposer-samples service makes it a sample.
+    assert result.proposal is not None and result.proposal.group_id == "a1"
+    assert load_trajectory(bus.blobs, result.proposal.trajectory).turns[0].command == "ls"
 
 
 async def test_tools_refuse_chaining_and_escapes():
@@ -193,14 +194,13 @@ async def test_local_model_episode_reaches_the_validator_or_is_recorded(bus, loc
         await validator.handle(cand, bus)
         [result] = await bus.history(subjects.RESULT_VALIDATION, ValidationResult)
         assert result.env_id == cand.env_id
-        traj_ref = cand.proposer_trajectory
+        traj_ref = cand.proposal.trajectory
     else:
         [result] = await bus.history(subjects.RESULT_CALIBRATION, CalibrationResult)
         assert result.decision == "rejected" and result.proposer_reward == 0.0
         assert result.verdicts[0].reason == "no_submission"
-        [ref] = await bus.history(subjects.TRAJECTORY, TrajectoryRef)
-        assert ref.role == "proposer" and ref.reward == 0.0 and ref.group_id == "a1"
-        traj_ref = ref.trajectory
+        assert result.proposal.group_id == "a1"
+        traj_ref = result.proposal.trajectory
     traj = load_trajectory(bus.blobs, traj_ref)
     assert traj.turns and all(len(t.completion_token_ids) == len(t.completion_logprobs) > 0 for t in traj.turns)
 

@@ -88,9 +88,12 @@ async def test_replayed_rollout_scores_and_publishes(tmp_path, bus):
     assert r.trajectory.reward == 1.0 and r.trajectory.stop_reason == "done"
     assert "reward" in r.trajectory.verifier_output
     await publish_rollout(bus, r, episode_id="ep1", group_id="g1", purpose="calibration")
+    assert await bus.history(subjects.TRAJECTORIES, TrajectoryRef) == []  # not trained on
+    await publish_rollout(bus, r, episode_id="ep1", group_id="g1", purpose="training", group_size=4)
     [summary] = await bus.history(subjects.ROLLOUT_SUMMARY, RolloutSummary)
-    [ref] = await bus.history(subjects.TRAJECTORY, TrajectoryRef)
+    [ref] = await bus.history(subjects.trajectory("solver"), TrajectoryRef)
     assert summary.reward == ref.reward == 1.0 and summary.failure == "" and summary.purpose == "calibration"
+    assert (ref.group_id, ref.group_size, ref.final) == ("g1", 4, True)
     assert load_trajectory(store, ref.trajectory).turns[1].command == "bash /tmp/solve.sh"
     [entry] = await history.entries(await bus.kv(history.BUCKET), "seed-csv")
     assert entry.rollout_id == r.trajectory.rollout_id and entry.reward == 1.0

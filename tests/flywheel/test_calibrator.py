@@ -61,7 +61,8 @@ async def test_admits_a_task_the_solver_solves_half_the_time(fresh_nats, bus, tm
     summaries = await bus.history(subjects.ROLLOUT_SUMMARY, RolloutSummary)
     assert [s.reward for s in summaries] == [1.0, 0.0, 1.0, 0.0]
     assert {s.purpose for s in summaries} == {"calibration"}
-    assert len(await bus.history(subjects.TRAJECTORY, TrajectoryRef)) == 4
+    # Calibration attempts are no on-policy training group: the learner never sees them.
+    assert await bus.history(subjects.TRAJECTORIES, TrajectoryRef) == []
 
 
 async def test_too_hard_runs_a_diagnostic_with_hints_and_sends_a_revision(fresh_nats, bus, tmp_path):

@@ -28,7 +28,8 @@ async def test_review_retires_a_task_now_too_easy_and_plans_its_replacement(fres
     store = PoolStore(await bus.kv(BUCKET))
     await store.admit(PoolEntry(env_id=packed.sha256, bundle=ref, category="data-processing", mean_reward=0.5))
     cfg = FlywheelConfig()
-    with ReplayServer(SOLVE * 4) as srv:  # the updated solver now solves it every time
+    # The updated solver (the engine serves version 16) now solves it every time.
+    with ReplayServer(SOLVE * 4, policy_version=16) as srv:
         services = (PoolReviewService(_runner(srv.url, bus, tmp_path), cfg), RolloutStatsService(), PlannerService(cfg))
         async with running(fresh_nats, *services):
             await bus.publish(subjects.POOL_REVIEW, PoolReview(

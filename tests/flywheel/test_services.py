@@ -13,7 +13,7 @@ from aes_services.pool import PolicyWatchService, PoolService
 
 from flywheel_helpers import drain_workqueue, idle, running, wait_for
 
-CFG = FlywheelConfig(pool_capacity=8, review_every=4)
+CFG = FlywheelConfig(pool_capacity=8, review_every=4, proposals_per_assignment=1)
 
 
 def _ref(env_id):
@@ -49,13 +49,20 @@ async def test_pool_admits_each_environment_once_across_replicas(fresh_nats, bus
     assert entry.round == 1 and entry.assignment_id == "r1-000"
 
 
-async def test_policy_watch_requests_a_review_every_k_versions(fresh_nats, bus):
+async def test_policy_watch_requests_a_review_every_k_solver_updates(fresh_nats, bus):
     async with running(fresh_nats, PolicyWatchService(CFG)):
-        for v in range(1, 10):
+        solver_updates = 0
+        for v in range(1, 13):  # the shared policy: every third update trains the proposer
+            role = "proposer" if v % 3 == 0 else "solver"
+            solver_updates += role == "solver"
             await bus.publish(subjects.POLICY_VERSION, PolicyVersion(
-                idempotency_key=f"v{v}", episode_id="learn", version=v, checkpoint=_ref(f"ck{v}")))
+                idempotency_key=f"v{v}", episode_id="learn", version=v, checkpoint=_ref(f"ck{v}"),
+                solver_updates=solver_updates, trained_role=role))
         reviews = await wait_for(bus, subjects.POOL_REVIEW, PoolReview, lambda m: len(m) >= 2)
-    assert [(r.policy_version, r.step, r.rerun) for r in reviews] == [(4, "review", True), (8, "review", True)]
+        await asyncio.sleep(0.5)  # a review for proposer update v6 (also at 4 solver updates) would show now
+        reviews = await bus.history(subjects.POOL_REVIEW, PoolReview)
+    # The 4th and 8th solver updates are versions 5 and 11.
+    assert [(r.policy_version, r.step, r.rerun) for r in reviews] == [(5, "review", True), (11, "review", True)]
 
 
 async def test_stats_and_planner_publish_assignments_from_latest_rollouts(fresh_nats, bus):

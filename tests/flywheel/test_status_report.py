@@ -3,7 +3,7 @@
 import base64
 import re
 
-from aes_proto.messages import CalibrationResult, PoolEvent, RolloutSummary, Verdict
+from aes_proto.messages import CalibrationResult, LearnerStats, PoolEvent, RolloutSummary, ServingUpdate, Verdict
 
 from aes_lib.flywheel.report import build
 from aes_lib.flywheel.status import outcome_label, summarize, wilson
@@ -69,3 +69,42 @@ def test_report_embeds_three_png_plots_and_the_numbers():
     assert all(base64.b64decode(b).startswith(b"\x89PNG") for b in images)
     assert "valid-environment rate: 4/6" in page and "pool: 3 active (text 3)" in page
     assert "contamination:ngram_overlap" in page
+
+
+def _stats(version, role, seconds=2.0):
+    # Separate policies: each role trains its own, so the curves split by policy too.
+    return LearnerStats(idempotency_key=f"v{version}", episode_id="run", step=version, policy_version=version,
+                        loss=0.1 * version, mean_reward=0.5, mask_fraction=0.05, mean_divergence=0.01,
+                        tokens=1000, role=role, policy=role, seconds=seconds)
+
+
+def _sync(policy, version, seconds):
+    return ServingUpdate(idempotency_key=f"{policy}{version}", episode_id="run", policy=policy, version=version,
+                         engine="http://engine", seconds=seconds)
+
+
+def _learner_html(page):
+    return page[page.index("<h2>Learner</h2>"):]
+
+
+def test_report_shows_learner_curves_and_table():
+    stats = [_stats(1, "solver"), _stats(2, "proposer"), _stats(3, "solver", seconds=0.0), _stats(4, "solver")]
+    serving = [_sync("solver", 3, 1.0), _sync("solver", 1, 2.0), _sync("proposer", 2, 3.0)]
+    page = build(summarize(RESULTS, EVENTS, ROLLOUTS), RESULTS, ROLLOUTS, pool_size=3, pool_by_category={"text": 3},
+                 band=(0.25, 0.75), learner=stats, serving=serving)
+    section = _learner_html(page)
+    (curves,) = re.findall(r'alt="Learner curves" src="data:image/png;base64,([^"]+)"', section)
+    assert base64.b64decode(curves).startswith(b"\x89PNG")
+    assert "<td>updates (solver)</td><td>3</td>" in section and "<td>updates (proposer)</td><td>1</td>" in section
+    assert "<td>latest policy version served</td><td>proposer v2, solver v3</td>" in section
+    assert "<td>mean weight-sync seconds</td><td>2.00</td>" in section
+
+
+def test_report_without_learner_stats_says_why():
+    page = build(summarize(RESULTS, EVENTS, ROLLOUTS), RESULTS, ROLLOUTS, pool_size=3, pool_by_category={"text": 3},
+                 band=(0.25, 0.75), learner=[], serving=[])
+    section = _learner_html(page)
+    assert "No learner update has run yet" in section and "groups fill only from training rollouts" in section
+    assert "<img" not in section
+    assert "<td>updates (solver)</td><td>0</td>" in section
+    assert "<td>latest policy version served</td><td>none</td>" in section

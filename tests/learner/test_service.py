@@ -43,7 +43,7 @@ async def publish_group(bus, group, digit, answers, rewards):
         turn = Turn(index=0, reply=str(answer), prompt_token_ids=[BOS, digit, SEP],
                     completion_token_ids=[answer, EOS], completion_logprobs=[-2.7, -2.7])
         ref = store_trajectory(bus.blobs, Trajectory(rollout_id=rid, role="solver", env_id=group, turns=[turn]))
-        await bus.publish(subjects.TRAJECTORY, TrajectoryRef(
+        await bus.publish(subjects.trajectory("solver"), TrajectoryRef(
             idempotency_key=rid, episode_id="ep", rollout_id=rid, env_id=group, role="solver",
             group_id=group, reward=reward, trajectory=ref, n_tokens=2))
 

@@ -31,6 +31,8 @@ class ReplayServer:
     fail_status: int = 503
     delay_s: float = 0.0
     """Hold each answer this long (lets concurrent callers overlap)."""
+    policy_version: int | None = None
+    """Reported with each answer, as an engine that follows the learner does."""
     peak_in_flight: int = 0
     """Most requests being answered at once."""
     requests: list[dict[str, Any]] = field(default_factory=list)
@@ -55,7 +57,8 @@ class ReplayServer:
                 return 400, {"error": {"message": "replay exhausted"}}
             text = self.replies[i]
         prompt_chars = sum(len(m.get("content", "")) for m in body.get("messages", []))
-        return 200, {
+        version = {} if self.policy_version is None else {"policy_version": self.policy_version}
+        return 200, {**version,
             "id": f"replay-{i}",
             "object": "chat.completion",
             "model": self.model,

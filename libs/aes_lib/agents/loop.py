@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from aes_lib.agents.parse import parse_action, truncate
-from aes_lib.agents.trajectory import Trajectory, Turn
+from aes_lib.agents.trajectory import Trajectory, turn_from_chat
 from aes_lib.models import ChatClient, ModelError
 
 
@@ -93,16 +93,7 @@ async def run_loop(
         except ModelError as e:
             traj.stop_reason, traj.error = "model_error", str(e)
             break
-        turn = Turn(
-            index=index,
-            reply=chat.text,
-            prompt_token_ids=chat.prompt_token_ids,
-            completion_token_ids=chat.completion_token_ids,
-            completion_logprobs=chat.completion_logprobs,
-            prompt_tokens=chat.prompt_tokens,
-            completion_tokens=chat.completion_tokens,
-            model_seconds=chat.seconds,
-        )
+        turn = turn_from_chat(index, chat)
         traj.turns.append(turn)
         traj.prompt_tokens += chat.prompt_tokens
         traj.completion_tokens += chat.completion_tokens

@@ -128,10 +128,12 @@ def failure_signature(traj: Trajectory) -> str:
 
 
 async def publish_rollout(
-    ctx, r: Rollout, *, episode_id: str, group_id: str, purpose: str = "training", policy_version: int = 0
+    ctx, r: Rollout, *, episode_id: str, group_id: str, purpose: str = "training", group_size: int = 0
 ) -> None:
-    """RolloutSummary for the planner and status; TrajectoryRef for the learner; the
-    environment's rollout index for the proposer's workspace."""
+    """RolloutSummary for the planner and status; the environment's rollout index for the
+    proposer's workspace; for a training attempt, a TrajectoryRef for the learner (the
+    other purposes -- calibration, review, diagnostics with hints -- are no on-policy groups
+    of a known size, so they are not trained on)."""
     t = r.trajectory
     failure = failure_signature(t)
     kv = await ctx.kv(history.BUCKET)
@@ -151,12 +153,14 @@ async def publish_rollout(
             seconds=t.agent_seconds + t.verifier_seconds,
             failure=failure,
             trajectory=r.ref,
-            policy_version=policy_version,
+            policy_version=t.policy_version,
             purpose=purpose,
         ),
     )
+    if purpose != "training":
+        return
     await ctx.publish(
-        subjects.TRAJECTORY,
+        subjects.trajectory("solver"),
         TrajectoryRef(
             idempotency_key=f"{t.rollout_id}:trajectory",
             episode_id=episode_id,
@@ -166,8 +170,9 @@ async def publish_rollout(
             group_id=group_id,
             reward=t.reward,
             trajectory=r.ref,
-            policy_version=policy_version,
+            policy_version=t.policy_version,
             n_tokens=t.n_tokens,
             finished=t.stop_reason in ("done", "turn_limit", "time_limit"),
+            group_size=group_size,
         ),
     )

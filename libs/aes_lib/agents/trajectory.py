@@ -27,6 +27,18 @@ class Turn(msgspec.Struct, kw_only=True):
     completion_tokens: int = 0
     model_seconds: float = 0.0
     exec_seconds: float = 0.0
+    temperature: float = 1.0
+    """Sampling temperature of this turn; the trainer scores with the same one."""
+    policy_version: int | None = None
+    """Version of the weights that sampled this turn (None: the engine does not say)."""
+
+
+def turn_from_chat(index: int, chat) -> Turn:
+    """The record of one model call (an ``aes_lib.models.ChatTurn``), before its action ran."""
+    return Turn(index=index, reply=chat.text, prompt_token_ids=chat.prompt_token_ids,
+                completion_token_ids=chat.completion_token_ids, completion_logprobs=chat.completion_logprobs,
+                prompt_tokens=chat.prompt_tokens, completion_tokens=chat.completion_tokens,
+                model_seconds=chat.seconds, temperature=chat.temperature, policy_version=chat.policy_version)
 
 
 class Trajectory(msgspec.Struct, kw_only=True):
@@ -57,6 +69,12 @@ class Trajectory(msgspec.Struct, kw_only=True):
     @property
     def n_tokens(self) -> int:
         return sum(len(t.completion_token_ids) for t in self.turns)
+
+    @property
+    def policy_version(self) -> int:
+        """The oldest weights any turn was sampled from (0 when the engine never said)."""
+        versions = [t.policy_version for t in self.turns if t.policy_version is not None]
+        return min(versions, default=0)
 
 
 def store_trajectory(store, traj: Trajectory) -> BlobRef:

@@ -33,6 +33,9 @@ class FlywheelConfig:
     """Upper edge of the calibration band (``AES_BAND_HIGH``)."""
     max_revisions: int = 2
     """Revisions per assignment after a failed calibration (``AES_MAX_REVISIONS``)."""
+    proposals_per_assignment: int = 2
+    """Parallel proposer attempts at each assignment; they form the proposer's training group,
+    centred together (the paper uses 128) (``AES_PROPOSALS_PER_ASSIGNMENT``)."""
     generation_mode: str = "agent"
     """How proposers build environments: ``agent``, ``prompt`` or ``feedback`` (``AES_GENERATION_MODE``)."""
 
@@ -45,8 +48,10 @@ class FlywheelConfig:
     def __post_init__(self) -> None:
         if self.generation_mode not in MODES:
             raise FlywheelConfigError(f"AES_GENERATION_MODE: expected one of {MODES}, got {self.generation_mode!r}")
-        if self.pool_capacity < 1 or self.review_every < 1 or self.assignments_per_round < 0:
-            raise FlywheelConfigError("pool_capacity and review_every must be >= 1, assignments_per_round >= 0")
+        if self.pool_capacity < 1 or self.review_every < 1 or self.assignments_per_round < 0 \
+                or self.proposals_per_assignment < 1:
+            raise FlywheelConfigError("pool_capacity, review_every and proposals_per_assignment must be >= 1, "
+                                      "assignments_per_round >= 0")
 
     @property
     def rule(self) -> CalibrationRule:

@@ -109,7 +109,18 @@ def choose(candidates: Sequence[Parent], count: int, centre: float = 0.5) -> lis
     return chosen
 
 
-def assignment(p: Parent, assignment_id: str, round_: int, mode: GenerationMode, centre: float = 0.5) -> Assignment:
+def assignments(p: Parent, group_id: str, round_: int, mode: GenerationMode, centre: float = 0.5,
+                attempts: int = 1) -> list[Assignment]:
+    """``attempts`` parallel proposals for one slot (the proposer's training group);
+    each id doubles as idempotency key and episode id."""
+    if attempts == 1:
+        return [assignment(p, group_id, round_, mode, centre)]
+    return [assignment(p, f"{group_id}-a{k}", round_, mode, centre, group_id=group_id, group_size=attempts)
+            for k in range(attempts)]
+
+
+def assignment(p: Parent, assignment_id: str, round_: int, mode: GenerationMode, centre: float = 0.5,
+               group_id: str = "", group_size: int = 1) -> Assignment:
     """One assignment; its id doubles as idempotency key and episode id."""
     return Assignment(
         idempotency_key=assignment_id,
@@ -123,6 +134,8 @@ def assignment(p: Parent, assignment_id: str, round_: int, mode: GenerationMode,
         common_failure=p.common_failure,
         round=round_,
         mode=mode,
+        group_id=group_id or assignment_id,
+        group_size=group_size,
     )
 
 
@@ -134,17 +147,19 @@ def plan_round(
     round_: int,
     mode: GenerationMode = "agent",
     centre: float = 0.5,
+    attempts: int = 1,
 ) -> list[Assignment]:
     """One replacement per retired environment (it is the parent: retired as too easy
     means build a harder variant of it), then ``fresh`` assignments over the active pool
-    (over the retired ones when the review emptied it). Ids depend only on the round and
-    the inputs, so a replanned round repeats its keys."""
+    (over the retired ones when the review emptied it), each as ``attempts`` parallel
+    proposals. Ids depend only on the round and the inputs, so a replanned round
+    repeats its keys."""
     out = [
-        assignment(p, f"r{round_}-replace-{p.entry.env_id[:16]}", round_, mode, centre)
-        for p in parents(retired, stats)
+        a for p in parents(retired, stats)
+        for a in assignments(p, f"r{round_}-replace-{p.entry.env_id[:16]}", round_, mode, centre, attempts)
     ]
     for i, p in enumerate(choose(parents(active or retired, stats), fresh, centre)):
-        out.append(assignment(p, f"r{round_}-{i:03d}", round_, mode, centre))
+        out.extend(assignments(p, f"r{round_}-{i:03d}", round_, mode, centre, attempts))
     return out
 
 

@@ -1,8 +1,9 @@
-"""``aes report``: one self-contained HTML file with the status and three plots.
+"""``aes report``: one self-contained HTML file with the status, plots and learner curves.
 
 Plots (matplotlib, Agg, embedded as base64 PNG): solver reward distributions by
 rollout purpose, band occupancy (calibration means against the admission band),
-and valid / admitted rate per round.
+valid / admitted rate per round, and the learner's curves over policy versions
+with a table of updates per role and weight syncs.
 """
 
 from __future__ import annotations
@@ -11,14 +12,16 @@ import base64
 import datetime
 import html
 import io
-from collections.abc import Sequence
+import statistics
+from collections import Counter
+from collections.abc import Callable, Sequence
 
 import matplotlib
 
 matplotlib.use("Agg")  # no display; must precede pyplot
 import matplotlib.pyplot as plt  # noqa: E402
 
-from aes_proto.messages import CalibrationResult, RolloutSummary  # noqa: E402
+from aes_proto.messages import CalibrationResult, LearnerStats, RolloutSummary, ServingUpdate  # noqa: E402
 
 from aes_lib.flywheel.status import Status, render  # noqa: E402
 
@@ -70,8 +73,69 @@ def rounds_plot(status: Status) -> str:
     return _png(fig)
 
 
+_MARKERS = {"solver": "o", "proposer": "s", "": "."}
+
+
+def _curves(ax, stats: Sequence[LearnerStats], value: Callable[[LearnerStats], float | None], title: str,
+            by_role: bool) -> None:
+    """One line per policy (and per role when ``by_role``) over policy versions; an
+    update for which ``value`` is None has no point."""
+    several = len({s.policy for s in stats}) > 1
+    lines: dict[tuple[str, str], tuple[list[int], list[float]]] = {}
+    for s in sorted(stats, key=lambda s: s.policy_version):
+        if (y := value(s)) is not None:
+            xs, ys = lines.setdefault((s.policy if several else "", s.role if by_role else ""), ([], []))
+            xs.append(s.policy_version)
+            ys.append(y)
+    for (policy, role), (xs, ys) in sorted(lines.items()):
+        ax.plot(xs, ys, marker=_MARKERS[role], markersize=4,
+                label=", ".join(filter(None, (role, policy and f"{policy} policy"))) or None)
+    ax.set(xlabel="policy version", title=title)
+    if not lines:  # e.g. no update recorded its wall time
+        ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+    elif several or by_role:
+        ax.legend(fontsize="small")
+
+
+def learner_plot(stats: Sequence[LearnerStats]) -> str:
+    fig, axes = plt.subplots(2, 3, figsize=(10, 5.5))
+    panels = [
+        ("loss", lambda s: s.loss, False),
+        ("mean reward", lambda s: s.mean_reward, True),
+        ("masked-token fraction", lambda s: s.mask_fraction, False),
+        ("mean divergence", lambda s: s.mean_divergence, False),
+        ("throughput (tokens/s)", lambda s: s.tokens / s.seconds if s.seconds else None, False),
+    ]
+    for ax, (title, value, by_role) in zip(axes.flat, panels):
+        _curves(ax, stats, value, title, by_role)
+    fig.delaxes(axes.flat[-1])
+    fig.tight_layout()
+    return _png(fig)
+
+
+def _img(title: str, png: str) -> str:
+    return f'<img alt="{html.escape(title)}" src="data:image/png;base64,{png}">'
+
+
+def learner_section(stats: Sequence[LearnerStats], serving: Sequence[ServingUpdate]) -> str:
+    """Curves over updates (or why there are none) and a table of updates and weight syncs."""
+    latest: dict[str, int] = {}
+    for u in serving:
+        latest[u.policy] = max(u.version, latest.get(u.policy, u.version))
+    roles = Counter(s.role for s in stats)
+    rows = [*((f"updates ({role})", roles[role]) for role in ("solver", "proposer")),
+            ("latest policy version served", ", ".join(f"{p} v{v}" for p, v in sorted(latest.items())) or "none"),
+            ("mean weight-sync seconds", f"{statistics.fmean(u.seconds for u in serving):.2f}" if serving else "none")]
+    table = "".join(f"<tr><td>{k}</td><td>{html.escape(str(v))}</td></tr>" for k, v in rows)
+    body = (_img("Learner curves", learner_plot(stats)) if stats else
+            "<p>No learner update has run yet: the learner trains on full groups of rollouts, "
+            "and groups fill only from training rollouts.</p>")
+    return f"<h2>Learner</h2>{body}<table>{table}</table>"
+
+
 def build(status: Status, results: Sequence[CalibrationResult], rollouts: Sequence[RolloutSummary],
-          pool_size: int, pool_by_category: dict[str, int], band: tuple[float, float]) -> str:
+          pool_size: int, pool_by_category: dict[str, int], band: tuple[float, float],
+          learner: Sequence[LearnerStats] = (), serving: Sequence[ServingUpdate] = ()) -> str:
     """The report as an HTML string."""
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     plots = [("Reward distributions", reward_plot(rollouts)), ("Band occupancy", band_plot(results, band)),
@@ -80,12 +144,12 @@ def build(status: Status, results: Sequence[CalibrationResult], rollouts: Sequen
         f"<tr><td>{k}</td><td>{t.candidates}</td><td>{t.valid}</td><td>{t.admitted}</td>"
         f"<td>{100 * t.valid_rate:.1f}%</td></tr>" for k, t in status.rounds.items()
     )
-    figures = "".join(f'<h2>{html.escape(t)}</h2><img alt="{html.escape(t)}" src="data:image/png;base64,{b}">' for t, b in plots)
+    figures = "".join(f"<h2>{html.escape(t)}</h2>{_img(t, b)}" for t, b in plots)
     return (
         "<!doctype html><html><head><meta charset='utf-8'><title>AutoEnvScaling report</title>"
         "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto}td,th{padding:.2em .8em}</style>"
         f"</head><body><h1>AutoEnvScaling report</h1><p>Generated {now}.</p>"
         f"<pre>{html.escape(render(status, pool_size, pool_by_category))}</pre>"
         "<h2>Per round</h2><table><tr><th>round</th><th>candidates</th><th>valid</th><th>admitted</th><th>valid rate</th></tr>"
-        f"{rows}</table>{figures}</body></html>"
+        f"{rows}</table>{figures}{learner_section(learner, serving)}</body></html>"
     )

@@ -70,4 +70,6 @@ def revision_assignment(candidate: CandidateEnv, decision: Decision, feedback: s
         previous_bundle=candidate.bundle,
         round=round_,
         mode=candidate.mode,
+        group_id=candidate.proposal.group_id if candidate.proposal else candidate.assignment_id,
+        group_size=candidate.proposal.group_size if candidate.proposal else 1,
     )

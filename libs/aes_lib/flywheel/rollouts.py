@@ -60,10 +60,11 @@ async def cached(kv, rollout_id: str, run) -> RolloutOutcome:
     return outcome
 
 
-async def announce(ctx, out: RolloutOutcome, *, episode_id: str, group_id: str, purpose: str, policy_version: int = 0) -> None:
-    """Publish a (possibly cached) attempt like every solver rollout: summary, trajectory
-    ref for the learner, the environment's rollout index. Keys derive from the rollout
-    id, so announcing again after a crash publishes nothing new."""
+async def announce(ctx, out: RolloutOutcome, *, episode_id: str, group_id: str, purpose: str,
+                   group_size: int = 0) -> None:
+    """Publish a (possibly cached) attempt like every solver rollout: summary, the
+    environment's rollout index, and for training a trajectory ref for the learner. Keys
+    derive from the rollout id, so announcing again after a crash publishes nothing new."""
     traj = await asyncio.to_thread(load_trajectory, ctx.blobs, out.trajectory)
     await publish_rollout(ctx, Rollout(traj, out.trajectory), episode_id=episode_id, group_id=group_id,
-                          purpose=purpose, policy_version=policy_version)
+                          purpose=purpose, group_size=group_size)

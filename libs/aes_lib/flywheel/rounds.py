@@ -92,7 +92,9 @@ class RoundTracker:
 
     round: int
     expected: int | None = None
-    """Assignments the planner will publish; known once the plan step is seen."""
+    """Assignment groups the planner will publish; known once the plan step is seen."""
+    groups: dict[str, int] = dataclasses.field(default_factory=dict)
+    """Group id -> parallel attempts the planner issued for it."""
     started: set[str] = dataclasses.field(default_factory=set)
     finished: dict[str, str] = dataclasses.field(default_factory=dict)
     """Assignment id -> how it ended (outcome label or ``dead_letter``)."""
@@ -103,6 +105,7 @@ class RoundTracker:
                 self.expected = m.fresh + len(m.retired)
             case Assignment() if m.round == self.round or round_of(m.assignment_id) == self.round:
                 self.started.add(m.assignment_id)
+                self.groups[m.group_id or m.assignment_id] = m.group_size
             case CalibrationResult() if round_of(m.assignment_id) == self.round:
                 if m.decision == "admitted" or not m.resubmitted:
                     self.finished[m.assignment_id] = outcome_label(m)
@@ -117,7 +120,8 @@ class RoundTracker:
     def done(self) -> bool:
         return (
             self.expected is not None
-            and len(self.finished) >= self.expected
+            and len(self.groups) >= self.expected
+            and len(self.started) >= sum(self.groups.values())
             and self.started <= set(self.finished)
         )
 
@@ -138,12 +142,14 @@ async def run_rounds(
     review: bool,
     round_timeout: float,
     out: Callable[[str], None] = print,
+    after_round: Callable[[int], Awaitable[None]] | None = None,
 ) -> list[RoundTracker]:
     """Request ``rounds`` rounds one after another and print their progress.
 
     Each round is a ``PoolReview``: plan only, or (``review``) rerun the solver on the
     pool first. A round ends when the tracker says so, or after ``round_timeout``
-    seconds (reported, and the next round starts: its work stays on the bus).
+    seconds (reported, and the next round starts: its work stays on the bus); then
+    ``after_round(round)`` runs (the training phase).
     """
     queue: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue()
 
@@ -185,6 +191,10 @@ async def run_rounds(
                     out(line)
             if tracker.done:
                 out(f"== round {r} done: " + (", ".join(f"{a} {o}" for a, o in sorted(tracker.finished.items())) or "no assignments"))
+            if after_round is not None:
+                await after_round(r)
+                while not queue.empty():  # the training phase's traffic, already reported by it
+                    queue.get_nowait()
     finally:
         await sub.unsubscribe()
     return trackers

@@ -35,13 +35,13 @@ class TrialRolloutRunner:
         self._lock = asyncio.Lock()
 
     @classmethod
-    def from_settings(cls, settings, blobs, config: FlywheelConfig) -> "TrialRolloutRunner":
+    def from_settings(cls, settings, blobs, config: FlywheelConfig, limits: LoopLimits | None = None) -> "TrialRolloutRunner":
         if not settings.model_url:
             raise SolverEndpointError("AES_MODEL_URL is empty: the solver needs a model endpoint (aes up sets it)")
         workdir = Path(settings.home) / "tasks"
         workdir.mkdir(parents=True, exist_ok=True)
         return cls(ChatClient(settings.model_url, settings.model), ImageCache(), blobs,
-                   LoopLimits(max_turns=config.solver_max_turns), workdir)
+                   limits or LoopLimits(max_turns=config.solver_max_turns), workdir)
 
     async def task(self, bundle: BlobRef) -> Task:
         async with self._lock:

@@ -1,6 +1,10 @@
 """Groups trajectories, drops groups without signal, and fills batches.
 
-A group is complete when ``group_size`` distinct rollouts of it arrived. Its
+A group is complete when ``group_size`` of its members have ended: each solver
+attempt ends its member; a proposer attempt ends with the episode whose candidate
+was not sent back for revision (its earlier revisions join the group too). The
+size comes with the samples (the wave or planner that issued the group knows it)
+or, failing that, from the learner's setting for the role. Its
 finished samples are centred and trained on; unfinished ones (``finished=False``,
 e.g. an episode cut by a model error) are left out. A rollout id that arrives
 again replaces its earlier version, so an in-progress trajectory published early
@@ -9,14 +13,17 @@ role's queue; the others are dropped (and counted), so the batcher keeps consumi
 -- oversampling -- until a batch of ``groups_per_batch`` useful groups is full.
 Samples of incomplete groups stay pending with their stored sampling log-probs
 and carry over to later updates; a group still incomplete after
-``max_pending_updates`` updates (e.g. a calibration group of 4-8 attempts) is
-evicted so that nothing waits forever.
+``max_pending_updates`` updates is evicted so that nothing waits forever. A group
+holding a sample older than the allowed policy lag is dropped when a batch is cut.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict, deque
+from collections.abc import Iterable
 from dataclasses import dataclass
+
+import msgspec
 
 from aes_lib.learner.advantages import centred, has_signal
 from aes_lib.learner.config import LearnerConfig
@@ -45,6 +52,8 @@ class Batch:
     """Incomplete groups given up on (older than ``max_pending_updates``) since the last batch."""
     carried_over: int
     """Samples still pending (incomplete groups, unfinished trajectories) after this batch was cut."""
+    stale: int = 0
+    """Complete groups dropped for holding samples older than the allowed policy lag."""
 
     @property
     def samples(self) -> list[tuple[Sample, float]]:
@@ -56,6 +65,18 @@ class Batch:
         return sum(rewards) / len(rewards)
 
 
+class BatcherState(msgspec.Struct, kw_only=True):
+    """What a restarted learner needs besides the held samples themselves."""
+
+    batches: int = 0
+    born: dict[str, int] = {}
+    seen: list[str] = []
+    """Closed group ids: a late or redelivered member of one is ignored, never trained twice."""
+    dropped: dict[str, int] = {}
+    evicted: int = 0
+    stale: int = 0
+
+
 class Batcher:
     def __init__(self, config: LearnerConfig) -> None:
         self._config = config
@@ -64,6 +85,7 @@ class Batcher:
         self._ready: dict[str, deque[Group]] = {"solver": deque(), "proposer": deque()}
         self._dropped: dict[str, int] = {"solver": 0, "proposer": 0}
         self._evicted = 0
+        self._stale = 0
         self._batches = 0
         self._seen_groups: set[str] = set()
 
@@ -72,17 +94,24 @@ class Batcher:
         """Samples waiting for their group to complete."""
         return sum(len(g) for g in self._pending.values())
 
-    def add(self, sample: Sample) -> None:
-        """Take a sample; a redelivered rollout id replaces its earlier version."""
+    def held(self) -> set[str]:
+        """Rollout ids of every sample not yet trained, dropped or evicted (pending or queued)."""
+        queued = {s.rollout_id for q in self._ready.values() for g in q for s in g.samples}
+        return queued | {rid for g in self._pending.values() for rid in g}
+
+    def add(self, sample: Sample) -> bool:
+        """Take a sample; a redelivered rollout id replaces its earlier version. False when
+        its group was already closed (trained, dropped or evicted): the sample is ignored."""
         if sample.role not in self._ready:
             raise ValueError(f"role must be solver or proposer, got {sample.role!r}")
         if sample.group_id in self._seen_groups:
-            return  # a late member of a group already trained, dropped or evicted
+            return False
         group = self._pending.setdefault(sample.group_id, OrderedDict())
         self._born.setdefault(sample.group_id, self._batches)
         group[sample.rollout_id] = sample
-        if len(group) < self._config.group_size(sample.role):
-            return
+        size = sample.group_size or self._config.group_size(sample.role)
+        if sum(s.final for s in group.values()) < size:
+            return True
         self._close(sample.group_id)
         finished = [s for s in group.values() if s.finished]
         rewards = [s.reward for s in finished]
@@ -92,13 +121,22 @@ class Batcher:
             )
         else:
             self._dropped[sample.role] += 1
+        return True
 
     def _close(self, group_id: str) -> None:
         del self._pending[group_id], self._born[group_id]
         self._seen_groups.add(group_id)
 
-    def next_batch(self) -> Batch | None:
-        """A full batch (solver first), or None until enough useful groups arrived."""
+    def next_batch(self, min_version: int = 0) -> Batch | None:
+        """A full batch (solver first), or None until enough useful groups arrived. Queued
+        groups with a sample sampled before ``min_version`` are dropped as stale."""
+        stale = 0
+        for queue in self._ready.values():
+            fresh = [g for g in queue if min(s.policy_version for s in g.samples) >= min_version]
+            stale += len(queue) - len(fresh)
+            queue.clear()
+            queue.extend(fresh)
+        self._stale += stale
         for role, queue in self._ready.items():
             n = self._config.batch_groups(role)
             if len(queue) >= n:
@@ -107,8 +145,26 @@ class Batcher:
                 self._evict()
                 dropped, self._dropped[role] = self._dropped[role], 0
                 evicted, self._evicted = self._evicted, 0
-                return Batch(role, groups, dropped, evicted, self.pending)
+                stale, self._stale = self._stale, 0
+                return Batch(role, groups, dropped, evicted, self.pending, stale)
         return None
+
+    def snapshot(self) -> BatcherState:
+        """Counters and closed groups; with the held samples this restores the batcher."""
+        return BatcherState(batches=self._batches, born=dict(self._born), seen=sorted(self._seen_groups),
+                            dropped=dict(self._dropped), evicted=self._evicted, stale=self._stale)
+
+    @classmethod
+    def restore(cls, config: LearnerConfig, state: BatcherState, samples: Iterable[Sample]) -> "Batcher":
+        """The batcher as it was: ``samples`` are the held ones, in their arrival order."""
+        b = cls(config)
+        b._batches, b._seen_groups = state.batches, set(state.seen)
+        for s in samples:
+            b.add(s)
+        b._born = {g: state.born.get(g, born) for g, born in b._born.items()}
+        b._dropped.update(state.dropped)
+        b._evicted, b._stale = state.evicted, state.stale
+        return b
 
     def _evict(self) -> None:
         limit = self._batches - self._config.max_pending_updates

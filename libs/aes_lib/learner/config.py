@@ -20,15 +20,19 @@ class LearnerConfig:
     """Folder of a transformers causal LM (config + safetensors) to start training from;
     empty: the bundled SmolLM2-135M-Instruct, exported once to ``<AES_HOME>/models/``."""
     solver_group_size: int = 16
-    """Solver attempts on one environment that form a group (centred together)."""
+    """Solver attempts on one environment that form a group (centred together), for
+    samples that do not carry their group's size (training waves and the planner do)."""
     proposer_group_size: int = 128
-    """Proposer trajectories for one assignment that form a group."""
+    """Proposer trajectories for one assignment that form a group (same fallback role)."""
     groups_per_batch: int = 16
     """Solver groups in one update."""
     proposer_groups_per_batch: int = 1
     """Proposer groups in one proposer update (128 trajectories by default)."""
     max_pending_updates: int = 8
     """Updates an incomplete group may wait for its remaining attempts before it is evicted."""
+    max_policy_lag: int = 4
+    """Samples drawn from weights more than this many versions behind the learner's are
+    dropped (prime-rl's async level): off-policy beyond it, DPPO's mask would fire everywhere."""
     lr: float = 1e-6
     """AdamW learning rate."""
     weight_decay: float = 0.0
@@ -52,7 +56,7 @@ class LearnerConfig:
 
     def __post_init__(self) -> None:
         for name in ("solver_group_size", "proposer_group_size", "groups_per_batch",
-                     "proposer_groups_per_batch", "micro_batch_tokens", "max_pending_updates"):
+                     "proposer_groups_per_batch", "micro_batch_tokens", "max_pending_updates", "max_policy_lag"):
             if getattr(self, name) < 1:
                 raise LearnerConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if min(self.solver_group_size, self.proposer_group_size) < 2:

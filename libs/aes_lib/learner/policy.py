@@ -5,14 +5,15 @@ it with a ``PolicyVersion`` message. ``InProcessPolicy`` is the rollout backend 
 can follow those messages: a transformers model sampling in this process, recording
 each token's log-prob, whose ``reload`` loads the announced checkpoint in place.
 
-What it does not cover: the embedded local server serves SmolLM2 as GGUF through
-xllamacpp, and turning torch weights into a GGUF file on every update is not
-feasible here, so that server keeps its weights. In production the rollout engine
-is vLLM, whose weight-update endpoint takes the same checkpoint.
+Served engines follow the same messages through the weight-sync service
+(``aes_services.serving``): the torch engine of ``aes_lib.models.torch_serve``, or
+vLLM. The GGUF server (xllamacpp) cannot take torch weights and is used only
+where nothing trains.
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 import torch
@@ -21,7 +22,7 @@ from aes_lib.blobstore import BlobStore
 from aes_lib.learner.checkpoint import load_checkpoint, save_checkpoint
 from aes_lib.service import Context
 from aes_proto import subjects
-from aes_proto.messages import PolicyVersion
+from aes_proto.messages import PolicyName, PolicyVersion, Role
 
 
 def checkpoint_key(prefix: str, version: int) -> str:
@@ -29,13 +30,15 @@ def checkpoint_key(prefix: str, version: int) -> str:
 
 
 async def publish_policy(
-    ctx: Context, model: torch.nn.Module, *, version: int, step: int, prefix: str, base_model: str, run_id: str
+    ctx: Context, model: torch.nn.Module, *, version: int, step: int, prefix: str, base_model: str, run_id: str,
+    policy: PolicyName = "shared", solver_updates: int = 0, trained_role: Role = "solver",
 ) -> PolicyVersion:
     """Checkpoint ``model`` as ``version`` and announce it on ``subjects.POLICY_VERSION``."""
-    ref = save_checkpoint(ctx.blobs, checkpoint_key(prefix, version), model,
-                          {"version": str(version), "step": str(step), "base_model": base_model})
+    ref = await asyncio.to_thread(save_checkpoint, ctx.blobs, checkpoint_key(prefix, version), model,
+                                  {"version": str(version), "step": str(step), "base_model": base_model})
     msg = PolicyVersion(idempotency_key=f"{run_id}:policy:{version}", episode_id=run_id,
-                        version=version, checkpoint=ref, step=step, base_model=base_model)
+                        version=version, checkpoint=ref, step=step, base_model=base_model, policy=policy,
+                        solver_updates=solver_updates, trained_role=trained_role)
     await ctx.publish(subjects.POLICY_VERSION, msg)
     return msg
 

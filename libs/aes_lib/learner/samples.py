@@ -29,6 +29,9 @@ class TokenizedTurn:
     """Token ids the sampler produced."""
     sampler_logprobs: tuple[float, ...]
     """The sampler's log-prob of each completion token (the DPPO anchor ``log mu``)."""
+    temperature: float = 1.0
+    """Sampling temperature: the trainer scores ``softmax(logits / temperature)``, the
+    distribution the sampler drew from (greedy turns, temperature 0, score at 1)."""
 
     def __post_init__(self) -> None:
         if not self.prompt_ids:
@@ -39,6 +42,8 @@ class TokenizedTurn:
             )
         if any(lp > 0 for lp in self.sampler_logprobs):
             raise TrajectoryFormatError("sampler log-probs must be <= 0")
+        if self.temperature < 0:
+            raise TrajectoryFormatError(f"temperature must be >= 0, got {self.temperature}")
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,10 @@ class Sample:
     """False for a trajectory still running at publish time; it waits for its final version."""
     policy_version: int = 0
     """Version of the weights that sampled it."""
+    group_size: int = 0
+    """Members of its group as the publisher sized it; 0: the learner's setting for the role."""
+    final: bool = True
+    """Ends one member of the group (a proposer episode sent back for revision does not)."""
 
     @property
     def n_tokens(self) -> int:
@@ -69,7 +78,7 @@ def turns_from_trajectory(traj: Trajectory) -> tuple[TokenizedTurn, ...]:
             continue
         try:
             turns.append(TokenizedTurn(tuple(t.prompt_token_ids), tuple(t.completion_token_ids),
-                                       tuple(t.completion_logprobs)))
+                                       tuple(t.completion_logprobs), t.temperature or 1.0))
         except TrajectoryFormatError as e:
             raise TrajectoryFormatError(f"trajectory {traj.rollout_id} turn {t.index}: {e}") from e
     return tuple(turns)

@@ -6,8 +6,9 @@ output projection's weight, go through the fused log-prob kernel (never the full
 ``[tokens, vocab]`` logits), then through the registered loss with the sampler's
 stored log-probs as the anchor. Gradients accumulate over micro-batches that share
 one normalizer (the batch's completion-token count); then one AdamW step. No KL or
-entropy term. Sampling must have used temperature 1: the anchor is the untempered
-distribution.
+entropy term. Each turn is scored at its sampling temperature (hidden states
+divided by ``T`` are logits divided by ``T``: the output layer has no bias), so
+``pi`` and the sampler's ``mu`` describe the same distribution.
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ class DppoTrainer:
         width = max(s.length for s in seqs)
         ids = torch.zeros(len(seqs), width, dtype=torch.long)
         attn = torch.zeros(len(seqs), width, dtype=torch.long)
-        rows, cols, targets, mu, adv = [], [], [], [], []
+        rows, cols, targets, mu, adv, temp = [], [], [], [], [], []
         for i, s in enumerate(seqs):
             p, c = len(s.turn.prompt_ids), len(s.turn.completion_ids)
             ids[i, : p + c] = torch.tensor(s.turn.prompt_ids + s.turn.completion_ids)
@@ -97,8 +98,10 @@ class DppoTrainer:
             targets += s.turn.completion_ids
             mu += s.turn.sampler_logprobs
             adv += [s.advantage] * c
+            temp += [s.turn.temperature or 1.0] * c
         hidden = self.model.get_decoder()(input_ids=ids.to(dev), attention_mask=attn.to(dev)).last_hidden_state
         h = hidden[torch.tensor(rows, device=dev), torch.tensor(cols, device=dev)]
+        h = h / torch.tensor(temp, device=dev, dtype=h.dtype)[:, None]
         weight = self.model.get_output_embeddings().weight
         logp = token_logprobs(h, weight, torch.tensor(targets, device=dev), backend=self.config.kernel_backend)
         return logp, torch.tensor(mu, device=dev), torch.tensor(adv, device=dev)

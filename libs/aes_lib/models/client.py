@@ -55,6 +55,11 @@ class ChatTurn(msgspec.Struct, kw_only=True):
     finish_reason: str = ""
     model: str = ""
     seconds: float = 0.0
+    temperature: float = 1.0
+    """Sampling temperature; the log-probs are those of ``softmax(logits / temperature)``
+    on engines that report ``policy_version`` (ours), which the trainer reproduces."""
+    policy_version: int | None = None
+    """Version of the weights that sampled this turn, when the engine reports it."""
 
 
 @dataclass
@@ -228,9 +233,18 @@ class ChatClient:
             finish_reason=str(choice.get("finish_reason") or ""),
             model=self.model,
             seconds=time.monotonic() - t0,
+            temperature=temperature,
+            policy_version=_int_or_none(data.get("policy_version")),
         )
         self.usage.add(turn)
         return turn
+
+
+def _int_or_none(value: Any) -> int | None:
+    try:
+        return None if value is None else int(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def _completion_tokens(logprobs: Any) -> tuple[list[int], list[float]]:

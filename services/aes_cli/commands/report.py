@@ -6,6 +6,9 @@ import argparse
 import asyncio
 from pathlib import Path
 
+from aes_proto import subjects
+from aes_proto.messages import LearnerStats, ServingUpdate
+
 from aes_lib.bus import Bus
 from aes_lib.config import Settings
 from aes_lib.flywheel.config import FlywheelConfig
@@ -17,8 +20,10 @@ async def _report(out: Path) -> None:
     config = FlywheelConfig.from_env()
     async with await Bus.connect(Settings.from_env(), name="aes-report") as bus:
         snap = await snapshot(bus, config)
+        learner = await bus.history(subjects.LEARNER_STATS, LearnerStats)
+        serving = await bus.history(subjects.SERVING_VERSION, ServingUpdate)
     page = build(snap.status, snap.results, snap.rollouts, len(snap.pool), snap.pool_by_category,
-                 (config.band_low, config.band_high))
+                 (config.band_low, config.band_high), learner, serving)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page)
 
@@ -30,6 +35,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("report", help="HTML report with reward, band-occupancy and valid-rate plots")
+    p = sub.add_parser("report", help="HTML report with reward, band-occupancy, valid-rate and learner plots")
     p.add_argument("out", type=Path, help="output .html file")
     p.set_defaults(func=_run)

@@ -2,9 +2,11 @@
 
 Brings the embedded stack up (nats-server, blob store, local model, every
 service as a process; ``aes_lib.stack``), seeds the pool from ``seeds/``, runs N
-rounds printing every stage outcome as it arrives on the bus, then prints the
+rounds printing every stage outcome as it arrives on the bus -- each round's
+admissions, then its training waves and the learner's updates -- then prints the
 status summary. The stack stays up afterwards (``aes down`` stops it) so
-``aes status`` and ``aes report`` can read the results.
+``aes status`` and ``aes report`` can read the results. ``aes train`` runs only
+training waves on the current pool.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import time
 from pathlib import Path
 
 from aes_lib.bus import Bus
@@ -22,6 +25,9 @@ from aes_lib.flywheel.readout import snapshot
 from aes_lib.flywheel.rounds import run_rounds
 from aes_lib.flywheel.seeding import SEEDS_DIR, seed_dirs, seed_pool
 from aes_lib.flywheel.status import render
+from aes_lib.flywheel.training import TrainingConfig
+from aes_lib.flywheel.waves import LearnerTally, train
+from aes_lib.models.weights import StaticEngineError, engine_client
 
 
 def _say(line: str) -> None:
@@ -42,11 +48,50 @@ async def flywheel(settings: Settings, args: argparse.Namespace) -> int:
         trackers = await run_rounds(
             bus, pool_size, rounds=args.rounds, fresh=args.assignments or config.assignments_per_round,
             review=args.review, round_timeout=args.round_timeout, out=_say,
+            after_round=_training_phase(bus, settings, args.waves),
         )
         snap = await snapshot(bus, config)
     _say("\n== summary")
     _say(render(snap.status, len(snap.pool), snap.pool_by_category))
     return 0 if all(t.done for t in trackers) else 1
+
+
+def _training_phase(bus, settings: Settings, waves: int | None):
+    """After each round: its training waves, then one line of what the learner did."""
+    try:
+        engine = engine_client(settings.engine, settings.model_url)
+    except StaticEngineError as e:
+        _say(f"no training: {e}")
+        return None
+    config = TrainingConfig.from_env(**({} if waves is None else {"waves_per_round": waves}))
+
+    async def phase(round_: int, prefix: str = "") -> None:
+        if config.waves_per_round:
+            tally = await train(bus, config, round_=round_, prefix=prefix or f"r{round_}", served_version=engine.version,
+                                out=_say, tally=LearnerTally())
+            _say(f"== round {round_} {tally.line()}")
+
+    return phase
+
+
+async def training_only(settings: Settings, args: argparse.Namespace) -> int:
+    async with await Bus.connect(settings, name="aes-train") as bus:
+        store = PoolStore(await bus.kv(BUCKET), FlywheelConfig.from_env().pool_capacity)
+        if not (await store.index())[0].active:
+            print("the pool is empty: seed it first (aes pool seed, or aes run)", file=sys.stderr)
+            return 1
+        phase = _training_phase(bus, settings, args.waves)
+        if phase is None:
+            return 1
+        await phase(0, prefix=f"t{time.strftime('%Y%m%d%H%M%S')}")
+    return 0
+
+
+def _train(args: argparse.Namespace) -> int:
+    from aes_lib import stack
+
+    settings = stack.up(Settings.from_env())
+    return asyncio.run(training_only(settings, args))
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -70,4 +115,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--round-timeout", type=float, default=1800.0, help="seconds before a round is reported as stuck")
     p.add_argument("--seeds", default=SEEDS_DIR, type=Path, help="seed task folder")
     p.add_argument("--no-seed", action="store_true", help="do not (re)load the seed tasks")
+    p.add_argument("--waves", type=int, default=None,
+                   help="training waves after each round (default AES_TRAINING_WAVES_PER_ROUND, 1; 0: no training)")
     p.set_defaults(func=_run)
+    t = sub.add_parser("train", help="training waves on the current pool: rollouts, learner updates, engine reloads")
+    t.add_argument("--waves", type=int, default=None, help="waves to run (default AES_TRAINING_WAVES_PER_ROUND, 1)")
+    t.set_defaults(func=_train)

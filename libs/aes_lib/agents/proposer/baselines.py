@@ -17,7 +17,7 @@ from pathlib import Path
 from aes_lib.agents.parse import truncate
 from aes_lib.agents.proposer.files import FileFormatError, UnsafeFilePathError, format_files, parse_files, write_files
 from aes_lib.agents.proposer.workspace import INSTRUCTIONS, TEMPLATE, assignment_text, install_verifier
-from aes_lib.agents.trajectory import Trajectory, Turn
+from aes_lib.agents.trajectory import Trajectory, turn_from_chat
 from aes_lib.bundle import BundleError, PackedBundle, pack
 from aes_lib.models import ChatClient, ModelError
 from aes_lib.sandbox import ValidationReport, validate_task
@@ -97,10 +97,7 @@ async def _attempt(client: ChatClient, traj: Trajectory, limits: BaselineLimits,
     except ModelError as e:
         traj.error = str(e)
         return None, "model_error"
-    traj.turns.append(Turn(index=len(traj.turns), reply=chat.text, prompt_token_ids=chat.prompt_token_ids,
-                           completion_token_ids=chat.completion_token_ids, completion_logprobs=chat.completion_logprobs,
-                           prompt_tokens=chat.prompt_tokens, completion_tokens=chat.completion_tokens,
-                           model_seconds=chat.seconds))
+    traj.turns.append(turn_from_chat(len(traj.turns), chat))
     traj.prompt_tokens += chat.prompt_tokens
     traj.completion_tokens += chat.completion_tokens
     traj.cost_usd += chat.cost_usd

@@ -3,13 +3,26 @@
 from __future__ import annotations
 
 from aes_proto import subjects
-from aes_proto.messages import Assignment, BlobRef, CalibrationResult, CandidateEnv, GenerationMode, Verdict
+from aes_proto.messages import (
+    Assignment,
+    BlobRef,
+    CalibrationResult,
+    CandidateEnv,
+    GenerationMode,
+    ProposalRef,
+    Verdict,
+)
 
 from aes_lib.bundle import PackedBundle
 
 
 def store_bundle(store, packed: PackedBundle) -> BlobRef:
     return store.put_content("bundles", packed.data, suffix=".tar.gz")
+
+
+def proposal(a: Assignment, trajectory: BlobRef) -> ProposalRef:
+    """The episode that answered ``a``, as a member of the assignment's proposer group."""
+    return ProposalRef(trajectory=trajectory, group_id=a.group_id or a.assignment_id, group_size=a.group_size)
 
 
 def candidate_env(
@@ -42,12 +55,14 @@ def candidate_env(
         cost_usd=cost_usd,
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
-        proposer_trajectory=trajectory,
+        proposal=proposal(a, trajectory) if trajectory else None,
     )
 
 
-def no_candidate(a: Assignment, reason: str, detail: str, cost_usd: float = 0.0) -> CalibrationResult:
-    """The episode produced nothing to admit: proposer reward 0, visible to pool and planner."""
+def no_candidate(a: Assignment, reason: str, detail: str, cost_usd: float = 0.0,
+                 trajectory: BlobRef | None = None) -> CalibrationResult:
+    """The episode produced nothing to admit: proposer reward 0, visible to pool and planner
+    (and, with its trajectory, a proposer sample for the learner)."""
     return CalibrationResult(
         idempotency_key=f"{a.idempotency_key}:no_candidate",
         episode_id=a.episode_id,
@@ -60,6 +75,7 @@ def no_candidate(a: Assignment, reason: str, detail: str, cost_usd: float = 0.0)
         mode=a.mode,
         cost_usd=cost_usd,
         verdicts=(Verdict(stage="proposer", ok=False, reason=reason, detail=detail[:2000]),),
+        proposal=proposal(a, trajectory) if trajectory else None,
     )
 
 

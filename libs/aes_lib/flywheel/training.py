@@ -1,0 +1,79 @@
+"""Training waves: which pool environments the solver practises on, and how often.
+
+A wave samples ``groups_per_wave`` environments from the active pool and asks for
+``group_size`` attempts at each; every attempt is one ``RolloutRequest`` that any
+replica of the training-rollout service may run. Ids derive from the wave id, so a
+redelivered wave republishes the same keys.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections.abc import Sequence
+
+from aes_proto.messages import RolloutRequest, TrainingWave
+
+from aes_lib.config import env_overrides
+from aes_lib.flywheel.pool import PoolEntry
+
+
+class TrainingConfigError(ValueError):
+    """A training setting out of range."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingConfig:
+    """Training rollouts. Field ``x`` reads ``AES_TRAINING_X``; defaults are sized for 2 CPU cores."""
+
+    groups_per_wave: int = 2
+    """Environments sampled per wave (paper: 16 groups a batch)."""
+    group_size: int = 4
+    """Attempts per environment, centred together (paper: 16)."""
+    waves_per_round: int = 1
+    """Waves ``aes run`` requests after each round's admissions (each followed by the learner's update)."""
+    max_turns: int = 4
+    """Turns of one training attempt."""
+    max_tokens: int = 192
+    """Completion tokens per model call of a training attempt."""
+    temperature: float = 1.0
+    """Sampling temperature; recorded per turn and reproduced by the trainer."""
+    engine_wait_s: float = 600.0
+    """How long ``aes run`` waits for the learner's update and the engine's reload after a wave."""
+
+    def __post_init__(self) -> None:
+        if min(self.groups_per_wave, self.group_size, self.max_turns, self.max_tokens) < 1 or self.waves_per_round < 0:
+            raise TrainingConfigError("groups_per_wave, group_size, max_turns and max_tokens must be >= 1, "
+                                      "waves_per_round >= 0")
+        if self.group_size < 2:
+            raise TrainingConfigError("group_size must be >= 2: one attempt has no advantage")
+        if self.temperature <= 0:
+            raise TrainingConfigError(f"temperature must be > 0 for on-policy sampling, got {self.temperature}")
+
+    @classmethod
+    def from_env(cls, **overrides: object) -> "TrainingConfig":
+        values = env_overrides(cls, "AES_TRAINING_", TrainingConfigError)
+        values.update(overrides)
+        return cls(**values)  # type: ignore[arg-type]
+
+
+def sample_environments(entries: Sequence[PoolEntry], n: int, seed: str) -> list[PoolEntry]:
+    """``n`` environments, uniformly and without replacement while the pool allows
+    (a pool smaller than ``n`` is cycled); the same seed picks the same ones."""
+    ordered = sorted(entries, key=lambda e: e.env_id)
+    random.Random(seed).shuffle(ordered)
+    return [ordered[i % len(ordered)] for i in range(n)] if ordered else []
+
+
+def wave_requests(wave: TrainingWave, entries: Sequence[PoolEntry]) -> list[RolloutRequest]:
+    """One request per attempt of each sampled environment."""
+    out = []
+    for g, e in enumerate(sample_environments(entries, wave.groups, wave.wave_id)):
+        group_id = f"{wave.wave_id}-g{g}-{e.env_id[:12]}"
+        for k in range(wave.group_size):
+            rid = f"{group_id}-{k}"
+            out.append(RolloutRequest(
+                idempotency_key=rid, episode_id=wave.wave_id, rollout_id=rid, env_id=e.env_id, bundle=e.bundle,
+                group_id=group_id, group_size=wave.group_size, wave_id=wave.wave_id,
+                policy_version=wave.policy_version))
+    return out

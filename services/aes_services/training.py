@@ -1,0 +1,85 @@
+"""Training rollouts: the pool's environments, attempted in groups by the current policy.
+
+- ``WavePlannerService`` (``aes.training.wave``): samples environments from the
+  active pool and publishes one ``RolloutRequest`` per attempt.
+- ``TrainingRolloutService`` (``aes.rollout.request``): runs one attempt with the
+  served policy and publishes it (``RolloutSummary`` with purpose ``training`` and a
+  ``TrajectoryRef`` of its group). An attempt waits (redelivery with backoff) until the
+  engine serves the version the wave asked for, so a wave never samples stale weights.
+  Finished attempts are cached in KV by rollout id: a redelivery after a crash reruns
+  nothing and republishes the same keys. Scales by replicas like every stage.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from aes_proto import subjects
+from aes_proto.messages import RolloutRequest, TrainingWave
+
+from aes_lib.agents.loop import LoopLimits
+from aes_lib.flywheel.config import FlywheelConfig
+from aes_lib.flywheel.pool_store import BUCKET, PoolStore
+from aes_lib.flywheel.rollouts import announce, cached
+from aes_lib.flywheel.training import TrainingConfig, wave_requests
+from aes_lib.models.weights import engine_client
+from aes_lib.service import Context, Service
+
+log = logging.getLogger(__name__)
+
+ROLLOUT_BUCKET = "aes_training"
+"""KV bucket caching finished training attempts by rollout id."""
+
+
+class EngineBehindError(RuntimeError):
+    """The engine does not serve the wave's version yet (the weight sync is still loading it)."""
+
+
+class WavePlannerService(Service[TrainingWave]):
+    name = "training-wave"
+    subject = subjects.TRAINING_WAVE
+    message_type = TrainingWave
+
+    async def handle(self, msg: TrainingWave, ctx: Context) -> None:
+        capacity = FlywheelConfig.from_env().pool_capacity
+        entries = await PoolStore(await ctx.kv(BUCKET), capacity=capacity).active_entries()
+        if not entries:
+            log.warning("wave %s: the pool is empty, nothing to train on", msg.wave_id)
+            return
+        for req in wave_requests(msg, entries):
+            await ctx.publish(subjects.ROLLOUT_REQUEST, req)
+
+
+class TrainingRolloutService(Service[RolloutRequest]):
+    name = "rollouts"
+    subject = subjects.ROLLOUT_REQUEST
+    message_type = RolloutRequest
+    ack_wait = 120.0
+    concurrency = 4
+    """Attempts in flight per replica: the torch engine decodes concurrent requests together."""
+
+    def __init__(self, runner=None, config: TrainingConfig | None = None) -> None:
+        self.runner = runner
+        self.config = config
+
+    async def setup(self, ctx: Context) -> None:
+        cfg = self.config = self.config or TrainingConfig.from_env()
+        self.engine = engine_client(ctx.settings.engine, ctx.settings.model_url)
+        if self.runner is None:
+            from aes_lib.flywheel.trial_runner import TrialRolloutRunner
+
+            limits = LoopLimits(max_turns=cfg.max_turns, max_tokens=cfg.max_tokens, temperature=cfg.temperature)
+            self.runner = TrialRolloutRunner.from_settings(ctx.settings, ctx.blobs, FlywheelConfig.from_env(), limits)
+
+    async def handle(self, msg: RolloutRequest, ctx: Context) -> None:
+        kv = await ctx.kv(ROLLOUT_BUCKET)
+
+        async def attempt():
+            served = await self.engine.version()
+            if served < msg.policy_version:
+                raise EngineBehindError(f"engine serves v{served}, wave {msg.wave_id} needs v{msg.policy_version}")
+            return await self.runner.run(msg.bundle, msg.env_id, msg.rollout_id)
+
+        out = await cached(kv, msg.rollout_id, attempt)
+        await announce(ctx, out, episode_id=msg.wave_id, group_id=msg.group_id, purpose="training",
+                       group_size=msg.group_size)

@@ -1,0 +1,64 @@
+"""Fixtures of the training-loop tests.
+
+- ``word_policy``: the tiny model taught the solver's action format by a few seconds of
+  supervised steps: to any task it answers one fenced ``echo WORD > /app/answer.txt``
+  with WORD drawn uniformly from ``WORDS``. Which word earns the reward it must learn.
+- ``TASKS``: the fixture tasks (``word-banana``, ``word-banana-alt``: the family the
+  word policy learns; ``coin``: a random verifier for loop mechanics).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "flywheel"))  # flywheel_helpers
+
+TASKS = Path(__file__).resolve().parent / "tasks"
+WORDS = ("banana", "cherry")
+SFT_STEPS = 400
+
+
+def solver_prompt_ids(tokenizer, instruction: str) -> list[int]:
+    """The prompt the solver sends for ``instruction``, as the engine tokenizes it."""
+    from aes_lib.agents.solver import SYSTEM_PROMPT
+
+    ids = tokenizer.apply_chat_template(
+        [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": f"Task:\n{instruction.strip()}"}],
+        add_generation_prompt=True, tokenize=True)
+    return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+
+
+@pytest.fixture(scope="session")
+def word_policy(tiny_model, tmp_path_factory) -> Path:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32)
+    prompts = [solver_prompt_ids(tok, (TASKS / t / "instruction.md").read_text()) for t in ("word-banana", "word-banana-alt")]
+    replies = [tok.encode(f"```bash\necho {w} > /app/answer.txt\n```", add_special_tokens=False) + [tok.eos_token_id]
+               for w in WORDS]
+    seqs = [(p, r) for p in prompts for r in replies]
+    width = max(len(p) + len(r) for p, r in seqs)
+    ids = torch.full((len(seqs), width), tok.eos_token_id)
+    labels = torch.full((len(seqs), width), -100)
+    for i, (p, r) in enumerate(seqs):
+        ids[i, : len(p) + len(r)] = torch.tensor(p + r)
+        labels[i, len(p): len(p) + len(r)] = torch.tensor(r)
+    mask = labels[:, 1:] != -100  # position t predicts token t + 1; only reply tokens are trained
+    targets = labels[:, 1:][mask]
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    torch.manual_seed(0)
+    for _ in range(SFT_STEPS):
+        hidden = model.model(input_ids=ids).last_hidden_state[:, :-1][mask]
+        loss = torch.nn.functional.cross_entropy(model.lm_head(hidden), targets)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    dest = tmp_path_factory.mktemp("word") / "model"
+    model.save_pretrained(dest)
+    tok.save_pretrained(dest)
+    return dest

@@ -1,0 +1,2 @@
+#!/bin/bash
+echo banana > /app/answer.txt
