@@ -39,7 +39,7 @@ RESULT_STREAM = {
 
 async def test_one_round_with_the_local_model_records_every_stage(local_model_url, fresh_nats, bus):
     settings = dataclasses.replace(fresh_nats, model_url=local_model_url, model="smollm2-135m")
-    config = FlywheelConfig(generation_mode="prompt", assignments_per_round=1, solver_max_turns=2)
+    config = FlywheelConfig(generation_mode="prompt", assignments_per_round=1, solver_max_turns=2, proposals_per_assignment=1)
     store = PoolStore(await bus.kv(BUCKET))
     [seeded] = await seed_pool(bus, store, [SEED])
 

@@ -46,7 +46,8 @@ async def test_round_admits_a_variant_then_review_retires_the_seed(fresh_nats, b
     s, g = one_turn_solve(SEED), GIVE_UP_ONE
     solver_replies = [s, g, s, g]  # calibration of the variant: mean 0.5
     solver_replies += [s, s, s, s] + [s, g, s, g]  # pool review: the seed (now too easy), then the variant
-    config = FlywheelConfig(generation_mode="prompt", assignments_per_round=1, solver_max_turns=1)
+    config = FlywheelConfig(generation_mode="prompt", assignments_per_round=1, solver_max_turns=1,
+                            proposals_per_assignment=1)
     lines: list[str] = []
     with ReplayServer([_variant_reply()]) as proposer, routed_replay(solver_replies, REVIEW_OK) as solver:
         settings = dataclasses.replace(fresh_nats, model_url=solver.url, model="replay",

@@ -68,6 +68,7 @@ async def test_sigkill_mid_round_loses_nothing_and_admits_once(victim, fresh_nat
                    AES_BLOB_URL=fresh_nats.blob_url, AES_MODEL_URL=solver.url, AES_MODEL="replay",
                    AES_PROPOSER_MODEL_URL=proposer.url, AES_PROPOSER_MODEL="replay",
                    AES_GENERATION_MODE="prompt", AES_SOLVER_MAX_TURNS="1", AES_TEST_ACK_WAIT="8",
+                   AES_PROPOSALS_PER_ASSIGNMENT="1",
                    PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
         procs = {name: _spawn(name, env, logs) for name in SERVICES}
         store = PoolStore(await bus.kv(BUCKET))

@@ -73,3 +73,12 @@ def test_a_review_that_empties_the_pool_plans_fresh_work_from_the_retired():
     out = plan_round([], [_entry("gone", mean=0.0)], {}, fresh=2, round_=4)
     assert [a.assignment_id for a in out] == ["r4-replace-gone", "r4-000", "r4-001"]
     assert all(a.parent_env_id == "gone" and a.direction == "easier" for a in out)
+
+
+def test_each_slot_becomes_a_group_of_parallel_attempts():
+    out = plan_round([_entry("a")], [_entry("gone")], {}, fresh=1, round_=2, attempts=3)
+    assert [a.assignment_id for a in out] == [f"r2-replace-gone-a{k}" for k in range(3)] + [f"r2-000-a{k}" for k in range(3)]
+    assert {(a.group_id, a.group_size) for a in out} == {("r2-replace-gone", 3), ("r2-000", 3)}
+    assert len({a.idempotency_key for a in out}) == 6  # each attempt is its own proposer episode
+    [single] = plan_round([_entry("a")], [], {}, fresh=1, round_=2)
+    assert (single.assignment_id, single.group_id, single.group_size) == ("r2-000", "r2-000", 1)

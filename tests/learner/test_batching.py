@@ -7,8 +7,8 @@ from aes_lib.learner import Batcher, LearnerConfig, LearnerConfigError, Sample, 
 TURN = TokenizedTurn((1, 2), (3,), (-0.5,))
 
 
-def _sample(group, i, reward, role="solver", finished=True):
-    return Sample(f"{group}-{i}", group, role, reward, (TURN,), finished=finished)
+def _sample(group, i, reward, role="solver", finished=True, **kw):
+    return Sample(f"{group}-{i}", group, role, reward, (TURN,), finished=finished, **kw)
 
 
 def _add_group(batcher, group, rewards, role="solver"):
@@ -94,8 +94,7 @@ def test_roles_use_their_own_group_sizes_and_a_trained_group_ignores_duplicates(
 
 
 def test_config_validation_and_env(monkeypatch):
-    assert LearnerConfig().lr == 1e-6 and LearnerConfig().groups_per_batch == 16
-    assert LearnerConfig().solver_group_size == 16 and LearnerConfig().proposer_group_size == 128
+    assert LearnerConfig().lr == 1e-6
     with pytest.raises(LearnerConfigError, match="group sizes must be >= 2"):
         LearnerConfig(solver_group_size=1)
     with pytest.raises(LearnerConfigError, match="kernel_backend"):
@@ -107,3 +106,47 @@ def test_config_validation_and_env(monkeypatch):
     monkeypatch.setenv("AES_LEARNER_GROUPS_PER_BATCH", "four")
     with pytest.raises(LearnerConfigError, match="AES_LEARNER_GROUPS_PER_BATCH"):
         LearnerConfig.from_env()
+
+
+def test_the_samples_size_their_group_and_revisions_join_their_attempt():
+    b = Batcher(LearnerConfig(solver_group_size=16, proposer_group_size=128, groups_per_batch=1))
+    for i, r in enumerate([1.0, 0.0, 0.0]):  # a wave of 3 attempts, whatever the configured 16
+        b.add(_sample("w", i, r, group_size=3))
+    assert b.next_batch().groups[0].group_id == "w"
+    # Proposer group of 2 attempts: attempt 0 was sent back (not final), its revision is final.
+    b.add(_sample("a", 0, 0.25, role="proposer", group_size=2, final=False))
+    b.add(_sample("a", 1, 1.0, role="proposer", group_size=2))
+    assert b.next_batch() is None  # one attempt has not ended yet
+    b.add(_sample("a", 2, 0.0, role="proposer", group_size=2))
+    batch = b.next_batch()
+    assert batch.role == "proposer" and [s.reward for s in batch.groups[0].samples] == [0.25, 1.0, 0.0]
+
+
+def test_stale_groups_are_dropped_when_a_batch_is_cut():
+    b = Batcher(LearnerConfig(solver_group_size=2, groups_per_batch=1))
+    b.add(_sample("old", 0, 1.0, policy_version=1))
+    b.add(_sample("old", 1, 0.0, policy_version=3))
+    b.add(_sample("new", 0, 1.0, policy_version=3))
+    b.add(_sample("new", 1, 0.0, policy_version=3))
+    batch = b.next_batch(min_version=2)
+    assert [g.group_id for g in batch.groups] == ["new"] and batch.stale == 1
+
+
+def test_snapshot_and_restore_rebuild_the_same_batcher():
+    cfg = LearnerConfig(solver_group_size=2, groups_per_batch=2, max_pending_updates=1)
+    b = Batcher(cfg)
+    _add_group(b, "trained-1", [1, 0])
+    _add_group(b, "trained-2", [0, 1])
+    _add_group(b, "flat", [1, 1])
+    b.next_batch()
+    _add_group(b, "queued", [1, 0])
+    b.add(_sample("half", 0, 1.0))
+    held = b.held()
+    assert held == {"queued-0", "queued-1", "half-0"}
+    samples = [_sample("queued", 0, 1.0), _sample("queued", 1, 0.0), _sample("half", 0, 1.0)]
+    again = Batcher.restore(cfg, b.snapshot(), samples)
+    assert again.held() == held and again.pending == 1
+    assert not again.add(_sample("trained-1", 0, 1.0))  # a redelivered member of a trained group
+    for x in (b, again):
+        x.add(_sample("half", 1, 0.0))
+        assert [g.group_id for g in x.next_batch().groups] == ["queued", "half"]

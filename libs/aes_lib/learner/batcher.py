@@ -158,9 +158,10 @@ class Batcher:
     def restore(cls, config: LearnerConfig, state: BatcherState, samples: Iterable[Sample]) -> "Batcher":
         """The batcher as it was: ``samples`` are the held ones, in their arrival order."""
         b = cls(config)
-        b._batches, b._seen_groups = state.batches, set(state.seen)
-        for s in samples:
+        b._batches = state.batches
+        for s in samples:  # queued groups close again as they did; then the closed ones are known
             b.add(s)
+        b._seen_groups |= set(state.seen)
         b._born = {g: state.born.get(g, born) for g, born in b._born.items()}
         b._dropped.update(state.dropped)
         b._evicted, b._stale = state.evicted, state.stale

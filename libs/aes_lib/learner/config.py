@@ -19,13 +19,14 @@ class LearnerConfig:
     model_path: str = ""
     """Folder of a transformers causal LM (config + safetensors) to start training from;
     empty: the bundled SmolLM2-135M-Instruct, exported once to ``<AES_HOME>/models/``."""
-    solver_group_size: int = 16
+    solver_group_size: int = 4
     """Solver attempts on one environment that form a group (centred together), for
-    samples that do not carry their group's size (training waves and the planner do)."""
-    proposer_group_size: int = 128
-    """Proposer trajectories for one assignment that form a group (same fallback role)."""
-    groups_per_batch: int = 16
-    """Solver groups in one update."""
+    samples that do not carry their group's size (training waves and the planner do);
+    sized for 2 CPU cores like the other defaults (paper: 16)."""
+    proposer_group_size: int = 2
+    """Proposer trajectories for one assignment that form a group (same fallback role; paper: 128)."""
+    groups_per_batch: int = 2
+    """Solver groups in one update: one wave's worth by default (paper: 16)."""
     proposer_groups_per_batch: int = 1
     """Proposer groups in one proposer update (128 trajectories by default)."""
     max_pending_updates: int = 8

@@ -167,7 +167,8 @@ def serve(model: Path, port: int = 0, host: str = "127.0.0.1", name: str = SERVE
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m aes_lib.models.torch_serve", description=__doc__.splitlines()[0])
-    ap.add_argument("--model", type=Path, help="transformers model folder (default: the bundled SmolLM2, exported)")
+    ap.add_argument("--model", type=Path, help="transformers model folder (default: the learner's starting weights, "
+                                                "AES_LEARNER_MODEL_PATH, else the bundled SmolLM2, exported)")
     ap.add_argument("--port", type=int, default=0, help="0 picks a free port")
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--name", default=SERVED_NAME, help="model name reported by /v1/models")
@@ -175,11 +176,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--url-file", type=Path, help="write the base URL here once serving")
     args = ap.parse_args(argv)
     model = args.model
-    if model is None:
+    if model is None:  # serve what the learner starts from, so sampler and trainer agree from v0
         from aes_lib.config import Settings
+        from aes_lib.learner import LearnerConfig
         from aes_lib.learner.base_model import bundled_base_model
 
-        model = bundled_base_model(Settings.from_env().home)
+        model = Path(LearnerConfig.from_env().model_path or bundled_base_model(Settings.from_env().home))
     server, url = serve(model, args.port, args.host, args.name, max_batch=args.max_batch)
     if args.url_file:
         tmp = args.url_file.with_suffix(".tmp")
