@@ -143,13 +143,14 @@ async def run_rounds(
     round_timeout: float,
     out: Callable[[str], None] = print,
     after_round: Callable[[int], Awaitable[None]] | None = None,
+    observe: Callable[[Message], None] | None = None,
 ) -> list[RoundTracker]:
     """Request ``rounds`` rounds one after another and print their progress.
 
     Each round is a ``PoolReview``: plan only, or (``review``) rerun the solver on the
     pool first. A round ends when the tracker says so, or after ``round_timeout``
     seconds (reported, and the next round starts: its work stays on the bus); then
-    ``after_round(round)`` runs (the training phase).
+    ``after_round(round)`` runs (the training phase). ``observe`` sees every message.
     """
     queue: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue()
 
@@ -186,6 +187,8 @@ async def run_rounds(
                 if m is None:
                     continue
                 tracker.observe(m)
+                if observe is not None:
+                    observe(m)
                 line = describe(subject, m)
                 if line:
                     out(line)

@@ -35,10 +35,10 @@ class LearnerTally:
     """Latest version an engine reported serving."""
     rewards: dict[str, list[float]] = dataclasses.field(default_factory=dict)
     """Role -> mean batch reward of each update."""
+    samples: dict[str, list[float]] = dataclasses.field(default_factory=dict)
+    """Role -> reward of each sample that reached the learner (solver attempts, proposer r_P)."""
     tokens: int = 0
     masked: int = 0
-    training_rewards: list[float] = dataclasses.field(default_factory=list)
-    """Rewards of the training attempts."""
 
     def observe(self, m) -> None:
         match m:
@@ -52,16 +52,21 @@ class LearnerTally:
                 self.version = max(self.version, m.version)
             case ServingUpdate():
                 self.served = max(self.served, m.version)
-            case RolloutSummary(purpose="training"):
-                self.training_rewards.append(m.reward)
+            case TrajectoryRef():
+                self.samples.setdefault(m.role, []).append(m.reward)
+
+    def reset(self) -> None:
+        """Count afresh (the next round)."""
+        for f in dataclasses.fields(self):
+            setattr(self, f.name, f.default_factory() if f.default is dataclasses.MISSING else f.default)
 
     def line(self) -> str:
-        per_role = ", ".join(f"{role} {sum(r) / len(r):.3f}" for role, r in sorted(self.rewards.items())) or "-"
-        rollouts = (f"{len(self.training_rewards)} training rollouts, mean reward "
-                    f"{sum(self.training_rewards) / len(self.training_rewards):.3f}") if self.training_rewards else "no training rollouts"
+        def means(by_role: dict[str, list[float]]) -> str:
+            return ", ".join(f"{role} {sum(r) / len(r):.3f} (n={len(r)})" for role, r in sorted(by_role.items())) or "-"
+
         mask = f"{self.masked / self.tokens:.1%}" if self.tokens else "-"
-        return (f"learner: policy v{self.version} (served v{self.served}), {self.updates} updates; {rollouts}; "
-                f"mean batch reward per role: {per_role}; masked tokens {mask}")
+        return (f"learner: policy v{self.version} (served v{self.served}), {self.updates} updates; mean training "
+                f"reward per role: {means(self.samples)}; masked tokens {mask}")
 
 
 async def learner_idle(js) -> bool:

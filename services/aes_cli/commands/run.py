@@ -45,10 +45,11 @@ async def flywheel(settings: Settings, args: argparse.Namespace) -> int:
         async def pool_size() -> int:
             return len((await store.index())[0].active)
 
+        tally = LearnerTally()
         trackers = await run_rounds(
             bus, pool_size, rounds=args.rounds, fresh=args.assignments or config.assignments_per_round,
             review=args.review, round_timeout=args.round_timeout, out=_say,
-            after_round=_training_phase(bus, settings, args.waves),
+            after_round=_training_phase(bus, settings, args.waves, tally), observe=tally.observe,
         )
         snap = await snapshot(bus, config)
     _say("\n== summary")
@@ -56,8 +57,9 @@ async def flywheel(settings: Settings, args: argparse.Namespace) -> int:
     return 0 if all(t.done for t in trackers) else 1
 
 
-def _training_phase(bus, settings: Settings, waves: int | None):
-    """After each round: its training waves, then one line of what the learner did."""
+def _training_phase(bus, settings: Settings, waves: int | None, tally: LearnerTally):
+    """After each round: its training waves, then one line of what the learner did in the
+    round (``tally`` also saw the round's admissions: the proposer samples)."""
     try:
         engine = engine_client(settings.engine, settings.model_url)
     except StaticEngineError as e:
@@ -67,9 +69,10 @@ def _training_phase(bus, settings: Settings, waves: int | None):
 
     async def phase(round_: int, prefix: str = "") -> None:
         if config.waves_per_round:
-            tally = await train(bus, config, round_=round_, prefix=prefix or f"r{round_}", served_version=engine.version,
-                                out=_say, tally=LearnerTally())
-            _say(f"== round {round_} {tally.line()}")
+            await train(bus, config, round_=round_, prefix=prefix or f"r{round_}", served_version=engine.version,
+                        out=_say, tally=tally)
+        _say(f"== round {round_} {tally.line()}")
+        tally.reset()
 
     return phase
 
@@ -80,7 +83,7 @@ async def training_only(settings: Settings, args: argparse.Namespace) -> int:
         if not (await store.index())[0].active:
             print("the pool is empty: seed it first (aes pool seed, or aes run)", file=sys.stderr)
             return 1
-        phase = _training_phase(bus, settings, args.waves)
+        phase = _training_phase(bus, settings, args.waves, LearnerTally())
         if phase is None:
             return 1
         await phase(0, prefix=f"t{time.strftime('%Y%m%d%H%M%S')}")

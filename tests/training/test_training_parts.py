@@ -1,0 +1,85 @@
+"""The training loop's pure parts: wave sampling, configuration, which services and engines."""
+
+import dataclasses
+
+import pytest
+
+from aes_lib.config import Settings
+from aes_lib.flywheel.pool import PoolEntry
+from aes_lib.flywheel.training import TrainingConfig, TrainingConfigError, sample_environments, wave_requests
+from aes_lib.flywheel.waves import LearnerTally
+from aes_lib.models.weights import StaticEngineError, TorchEngineClient, engine_client
+from aes_proto.messages import BlobRef, LearnerStats, ServingUpdate, TrainingWave, TrajectoryRef
+from aes_services.registry import SERVICES, stack_services
+from aes_services.serving import engine_urls
+
+REF = BlobRef(key="k", sha256="0" * 64, size=1)
+
+
+def _entries(n):
+    return [PoolEntry(env_id=f"env{i:02d}", bundle=REF) for i in range(n)]
+
+
+def test_waves_sample_without_replacement_repeatably_and_cycle_a_small_pool():
+    a = sample_environments(_entries(10), 4, "r1w0")
+    assert len({e.env_id for e in a}) == 4 and a == sample_environments(_entries(10)[::-1], 4, "r1w0")
+    assert a != sample_environments(_entries(10), 4, "r1w1")
+    assert sorted(e.env_id for e in sample_environments(_entries(2), 4, "x")) == ["env00", "env00", "env01", "env01"]
+    assert sample_environments([], 3, "x") == []
+
+
+def test_wave_requests_are_groups_with_stable_ids():
+    wave = TrainingWave(idempotency_key="r2w0", episode_id="r2w0", wave_id="r2w0", groups=2, group_size=3,
+                        policy_version=5)
+    reqs = wave_requests(wave, _entries(5))
+    assert len(reqs) == 6 and len({r.rollout_id for r in reqs}) == 6
+    assert {(r.group_size, r.policy_version, r.wave_id) for r in reqs} == {(3, 5, "r2w0")}
+    assert len({r.group_id for r in reqs}) == 2
+    assert [r.idempotency_key for r in reqs] == [r.idempotency_key for r in wave_requests(wave, _entries(5))]
+
+
+def test_training_config_refuses_what_cannot_train(monkeypatch):
+    with pytest.raises(TrainingConfigError, match="one attempt has no advantage"):
+        TrainingConfig(group_size=1)
+    with pytest.raises(TrainingConfigError, match="temperature"):
+        TrainingConfig(temperature=0)
+    monkeypatch.setenv("AES_TRAINING_GROUP_SIZE", "6")
+    assert TrainingConfig.from_env().group_size == 6
+
+
+def test_the_stack_starts_training_only_with_an_engine_that_follows_weights():
+    shared = stack_services("torch", "shared")
+    assert {"learner", "rollouts", "weight-sync", "proposer-samples"} <= set(shared)
+    assert not {"learner-solver", "learner-proposer"} & set(shared)
+    separate = stack_services("torch", "separate")
+    assert {"learner-solver", "learner-proposer"} <= set(separate) and "learner" not in separate
+    static = stack_services("gguf", "shared")
+    assert "validator" in static and not {"learner", "rollouts", "weight-sync", "training-wave"} & set(static)
+    assert set(shared) | set(separate) == set(SERVICES)
+    with pytest.raises(ValueError, match="AES_POLICY_MODE"):
+        stack_services("torch", "both")
+
+
+def test_each_policy_reaches_the_engines_that_serve_it():
+    one = Settings(model_url="http://a/v1")
+    assert engine_urls(one, "shared") == ["http://a/v1"]
+    two = dataclasses.replace(one, proposer_model_url="http://b/v1")
+    assert engine_urls(two, "shared") == ["http://a/v1", "http://b/v1"]
+    assert engine_urls(two, "solver") == ["http://a/v1"] and engine_urls(two, "proposer") == ["http://b/v1"]
+    assert isinstance(engine_client("torch", "http://a/v1"), TorchEngineClient)
+    with pytest.raises(StaticEngineError, match="cannot load"):
+        engine_client("gguf", "http://a/v1")
+
+
+def test_the_round_line_reports_version_updates_rewards_per_role_and_mask():
+    t = LearnerTally()
+    for role, reward in (("solver", 1.0), ("solver", 0.0), ("proposer", 0.5)):
+        t.observe(TrajectoryRef(idempotency_key=f"{role}{reward}", episode_id="e", rollout_id="r", env_id="x",
+                                role=role, group_id="g", reward=reward, trajectory=REF))
+    t.observe(LearnerStats(idempotency_key="s", episode_id="e", step=3, policy_version=3, loss=0.1, mean_reward=0.5,
+                           mask_fraction=0.1, mean_divergence=0.0, tokens=200, masked_tokens=10))
+    t.observe(ServingUpdate(idempotency_key="u", episode_id="e", policy="shared", version=3, engine="u", seconds=1.0))
+    assert t.line() == ("learner: policy v3 (served v3), 1 updates; mean training reward per role: "
+                        "proposer 0.500 (n=1), solver 0.500 (n=2); masked tokens 5.0%")
+    t.reset()
+    assert t.updates == 0 and t.samples == {}
