@@ -6,8 +6,9 @@ AES     := $(BIN)/aes
 STAMP   := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 ROUNDS  ?= 1
 # The embedded SmolLM2-135M writes ~35 tokens/s on 2 cores: a short demo round by default
-# (2 assignments, 12 proposer turns); set the variables to override, or point AES_MODEL_URL elsewhere.
-DEMO    := AES_ASSIGNMENTS_PER_ROUND=$${AES_ASSIGNMENTS_PER_ROUND:-2} AES_PROPOSER_MAX_TURNS=$${AES_PROPOSER_MAX_TURNS:-12}
+# (1 assignment as 2 parallel proposals, 12 proposer turns, then one training wave); set the
+# variables to override, or point AES_MODEL_URL elsewhere.
+DEMO    := AES_ASSIGNMENTS_PER_ROUND=$${AES_ASSIGNMENTS_PER_ROUND:-1} AES_PROPOSER_MAX_TURNS=$${AES_PROPOSER_MAX_TURNS:-12}
 
 .PHONY: install infra run down test test-fast bench clean
 

@@ -8,7 +8,8 @@ import torch
 
 from aes_lib.agents.trajectory import Trajectory, Turn, store_trajectory
 from aes_lib.bus import Bus, serve
-from aes_lib.learner import InProcessPolicy, LearnerConfig, LearnerConfigError
+from aes_lib.learner import LearnerConfig, LearnerConfigError, checkpoint_tensors
+from aes_lib.models.engine import TorchEngine
 from aes_proto import subjects
 from aes_proto.messages import LearnerStats, PolicyVersion, TrajectoryRef
 from aes_services.learner import LearnerService
@@ -70,9 +71,11 @@ async def test_service_trains_publishes_and_resumes(fresh_nats, tmp_path):
         assert stats.masked_tokens >= 0 and 0.0 <= stats.mask_fraction <= 1.0 and stats.mean_divergence > 0
 
         # The rollout side follows the announced version: its weights become the learner's.
-        rollout = InProcessPolicy(tiny_llama(seed=0))
-        assert rollout.reload(bus.blobs, pv) and rollout.version == 1
-        assert not rollout.reload(bus.blobs, pv)  # not newer
+        rollout = TorchEngine(tiny_llama(seed=0))
+        assert rollout.load_state_dict(checkpoint_tensors(bus.blobs, pv.checkpoint), pv.version)
+        assert rollout.version == 1
+        assert not rollout.load_state_dict(checkpoint_tensors(bus.blobs, pv.checkpoint), pv.version)  # not newer
+        rollout.close()
         trained = service.trainer.model.state_dict()
         for k, v in rollout.model.state_dict().items():
             assert torch.equal(v, trained[k]), k

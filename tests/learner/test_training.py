@@ -1,10 +1,10 @@
 """DPPO trains a tiny Llama on a verifiable task on the CPU, end to end.
 
 Task: the prompt is ``BOS d SEP``; reward 1 when the first completion token is the
-digit ``(d + 1) % 10``. The rollout side is a separate in-process model that
-samples with its own log-probs and reloads published checkpoints every second
-update, so training data is up to two versions stale: the ratio and the DPPO mask
-have real work to do.
+digit ``(d + 1) % 10``. The rollout side is the serving engine (``TorchEngine``)
+over a separate copy of the model: it samples with its own log-probs and reloads
+published checkpoints every second update, so training data is up to two versions
+stale: the ratio and the DPPO mask have real work to do.
 """
 
 import logging
@@ -14,28 +14,37 @@ import torch
 
 from aes_lib.blobstore import open_store
 from aes_lib.config import Settings
-from aes_lib.learner import Batcher, DppoTrainer, InProcessPolicy, LearnerConfig, Sample, TokenizedTurn, publish_policy
+from aes_lib.learner import (
+    Batcher,
+    DppoTrainer,
+    LearnerConfig,
+    Sample,
+    TokenizedTurn,
+    checkpoint_tensors,
+    publish_policy,
+)
+from aes_lib.models.engine import GenRequest, TorchEngine
 from aes_proto import subjects
 
-from .helpers import BOS, EOS, SEP, RecordingContext, tiny_llama
+from .helpers import BOS, SEP, RecordingContext, tiny_llama
 
 log = logging.getLogger(__name__)
 
-STEPS = 24
+STEPS = 40
 SYNC_EVERY = 2
 
 
 async def test_dppo_raises_reward_on_digit_successor_task(tmp_path):
     random.seed(0)
+    seeds = random.Random(1)  # sampling seeds, apart from the task stream
     config = LearnerConfig(solver_group_size=8, groups_per_batch=6, lr=1e-2, max_grad_norm=1.0, seed=0)
     learner_model = tiny_llama(seed=0)
-    rollout = InProcessPolicy(tiny_llama(seed=0))
+    rollout = TorchEngine(tiny_llama(seed=0))
     rollout.model.load_state_dict(learner_model.state_dict())
     trainer = DppoTrainer(learner_model, config)
     batcher = Batcher(config)
     store = open_store(f"file://{tmp_path / 'blobs'}")
     ctx = RecordingContext(Settings(home=tmp_path), store)
-    gen = torch.Generator().manual_seed(0)
 
     attempt_rewards: list[float] = []  # every sampled attempt of a step, kept or dropped
     history = []
@@ -45,7 +54,9 @@ async def test_dppo_raises_reward_on_digit_successor_task(tmp_path):
         while (batch := batcher.next_batch()) is None:
             d = random.randrange(10)
             prompt = [BOS, d, SEP]
-            for i, c in enumerate(rollout.sample(prompt, config.solver_group_size, 2, generator=gen, eos_token_id=EOS)):
+            attempts = [rollout.submit(GenRequest(tuple(prompt), max_tokens=2, seed=seeds.randrange(2**31)))
+                        for _ in range(config.solver_group_size)]
+            for i, c in enumerate(a.result() for a in attempts):
                 reward = float(c.token_ids[0] == (d + 1) % 10)
                 rewards_this_step.append(reward)
                 batcher.add(Sample(f"g{group_seq}-{i}", f"g{group_seq}", "solver", reward,
@@ -61,7 +72,7 @@ async def test_dppo_raises_reward_on_digit_successor_task(tmp_path):
         if (step + 1) % SYNC_EVERY == 0:
             msg = await publish_policy(ctx, learner_model, version=step + 1, step=step + 1,
                                        prefix=config.checkpoint_prefix, base_model="tiny-llama", run_id="test")
-            assert rollout.reload(store, msg)
+            assert rollout.load_state_dict(checkpoint_tensors(store, msg.checkpoint), msg.version)
 
     first, last = attempt_rewards[:5], attempt_rewards[-5:]
     first_mean, last_mean = sum(first) / 5, sum(last) / 5
@@ -79,3 +90,4 @@ async def test_dppo_raises_reward_on_digit_successor_task(tmp_path):
     versions = [m.version for subj, m in ctx.published if subj == subjects.POLICY_VERSION]
     assert versions == list(range(SYNC_EVERY, STEPS + 1, SYNC_EVERY))
     assert rollout.version == STEPS
+    rollout.close()

@@ -16,6 +16,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "flywheel"))  # flywheel_helpers
 
+collect_ignore = ["tasks"]  # the fixture tasks' own test_*.py run inside containers only
 TASKS = Path(__file__).resolve().parent / "tasks"
 WORDS = ("banana", "cherry")
 SFT_STEPS = 400

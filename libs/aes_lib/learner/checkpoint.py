@@ -24,9 +24,14 @@ def save_checkpoint(store: BlobStore, key: str, model: torch.nn.Module, metadata
     return store.put_bytes(key, st_save(tensors, metadata=metadata))
 
 
+def checkpoint_tensors(store: BlobStore, ref: BlobRef) -> dict[str, torch.Tensor]:
+    """The state dict stored at ``ref`` (checksum verified by the store)."""
+    return st_load(store.get_bytes(ref))
+
+
 def load_checkpoint(store: BlobStore, ref: BlobRef, model: torch.nn.Module) -> None:
     """Load the weights at ``ref`` into ``model`` in place (names and shapes must match)."""
-    tensors = st_load(store.get_bytes(ref))
+    tensors = checkpoint_tensors(store, ref)
     try:
         model.load_state_dict(tensors, strict=True)
     except RuntimeError as e:

@@ -53,33 +53,47 @@ class GenResult:
 
 
 class TorchEngine:
-    """``submit(GenRequest) -> Future[GenResult]``; ``load_state_dict`` swaps weights between batches."""
+    """``submit(GenRequest) -> Future[GenResult]``; ``load_state_dict`` swaps weights between batches.
 
-    def __init__(self, model_path: str | Path, *, device: str = "cpu", max_batch: int = MAX_BATCH,
-                 version: int = 0) -> None:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+    ``model`` is any transformers causal LM; without a ``tokenizer`` the engine serves
+    token ids only (no chat template, text or stop strings), as the learner's tests need.
+    """
 
-        self.model_path = Path(model_path)
-        self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
-        self.model = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=torch.float32).to(device).eval()
-        self.device = torch.device(device)
+    def __init__(self, model: torch.nn.Module, tokenizer=None, *, max_batch: int = MAX_BATCH, version: int = 0,
+                 name: str = "") -> None:
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.name = name
+        self.device = next(model.parameters()).device
         self.max_batch = max_batch
         self.version = version
         self.context = int(getattr(self.model.config, "max_position_embeddings", 8192))
-        eos = self.model.generation_config.eos_token_id
+        eos = self.model.generation_config.eos_token_id if self.model.generation_config else None
         eos = eos if isinstance(eos, list) else [eos]
-        self.eos_ids = {int(e) for e in (*eos, self.tokenizer.eos_token_id) if e is not None}
-        self.pad_id = int(self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else min(self.eos_ids))
+        tok_eos = tokenizer.eos_token_id if tokenizer is not None else None
+        self.eos_ids = {int(e) for e in (*eos, tok_eos, self.model.config.eos_token_id) if e is not None}
+        pad = tokenizer.pad_token_id if tokenizer is not None else None
+        self.pad_id = int(pad if pad is not None else min(self.eos_ids, default=0))
         self._queue: queue.Queue[tuple[GenRequest, Future]] = queue.Queue()
         self._weights = threading.Lock()
         self._stop = threading.Event()
         self._worker = threading.Thread(target=self._run, name="engine", daemon=True)
         self._worker.start()
 
+    @classmethod
+    def from_folder(cls, path: str | Path, *, device: str = "cpu", **kw) -> "TorchEngine":
+        """A transformers model folder (config, safetensors, tokenizer)."""
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(device)
+        return cls(model, AutoTokenizer.from_pretrained(path), name=str(path), **kw)
+
     # -- prompts ------------------------------------------------------------------
 
     def chat_prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
         """The chat template applied with the assistant's turn opened, as token ids."""
+        if self.tokenizer is None:
+            raise EngineError("this engine has no tokenizer: it serves token ids only")
         ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
         if isinstance(ids, dict) or hasattr(ids, "input_ids"):  # BatchEncoding in newer transformers
             ids = ids["input_ids"]
@@ -171,7 +185,7 @@ class TorchEngine:
                 logps[i].append(float(row[t]))
                 if t in self.eos_ids:
                     finish[i] = "stop"
-                elif r.stop and self._hits_stop(tokens[i], r.stop):
+                elif r.stop and self.tokenizer is not None and self._hits_stop(tokens[i], r.stop):
                     finish[i] = "stop"
                 elif len(tokens[i]) >= limit[i]:
                     finish[i] = "length"
@@ -189,4 +203,6 @@ class TorchEngine:
         return any(s in tail for s in stop)
 
     def _text(self, toks: list[int]) -> str:
+        if self.tokenizer is None:
+            return ""
         return self.tokenizer.decode([t for t in toks if t not in self.eos_ids], skip_special_tokens=True)

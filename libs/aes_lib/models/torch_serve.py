@@ -45,15 +45,14 @@ def _checkpoint_loader():
 
     def load(ref: BlobRef):
         nonlocal store
-        from safetensors.torch import load as st_load
-
         from aes_lib.blobstore import open_store
         from aes_lib.config import Settings
+        from aes_lib.learner.checkpoint import checkpoint_tensors
 
         if store is None:
             settings = Settings.from_env()
             store = open_store(settings.blob_location, settings)
-        return st_load(store.get_bytes(ref))
+        return checkpoint_tensors(store, ref)
 
     return load
 
@@ -88,7 +87,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, {"object": "list", "data": [
                 {"id": self.name, "object": "model", "policy_version": self.engine.version}]})
         elif self.path.rstrip("/") == "/v1/aes/policy":
-            self._send(200, {"version": self.engine.version, "model": str(self.engine.model_path)})
+            self._send(200, {"version": self.engine.version, "model": self.engine.name})
         else:
             self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
 
@@ -156,7 +155,7 @@ class _Handler(BaseHTTPRequestHandler):
 def serve(model: Path, port: int = 0, host: str = "127.0.0.1", name: str = SERVED_NAME,
           version: int = 0, max_batch: int = 8) -> tuple[ThreadingHTTPServer, str]:
     """Start serving in a background thread; returns (server, base_url)."""
-    engine = TorchEngine(model, version=version, max_batch=max_batch)
+    engine = TorchEngine.from_folder(model, version=version, max_batch=max_batch)
     handler = type("Handler", (_Handler,), {"engine": engine, "name": name,
                                              "load_checkpoint": staticmethod(_checkpoint_loader())})
     server = ThreadingHTTPServer((host, port), handler)
