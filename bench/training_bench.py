@@ -8,7 +8,7 @@ a. **Rollout throughput per engine vs concurrency.** Real solver rollouts
    SmolLM2-135M-Instruct served by (i) the GGUF server (xllamacpp, ``serve.spawn``,
    Q4_1, its default 2 parallel slots: the baseline at concurrency 1) and (ii) the
    torch engine (``torch_serve.serve``, fp32 transformers weights exported from the
-   same GGUF, batches up to 8 concurrent requests). Reports rollouts/hour, generated
+   same GGUF, batches up to 8 concurrent requests), interleaved per concurrency. Reports rollouts/hour, generated
    tokens/s (completion tokens / wall time), the share of each rollout's time spent
    waiting on the model, and the share of wall time with at least one generation in
    flight.
@@ -50,6 +50,9 @@ TASK_DIR = ROOT / "tests" / "training" / "tasks" / "word-banana"
 CONCURRENCY = (1, 2, 4)
 ROLLOUTS = {1: 4, 2: 4, 4: 4}
 """Rollouts measured at each concurrency (after one untimed warm-up request per engine)."""
+ROLLOUT_BUDGET_S = 420.0
+"""No rollout level starts after this many seconds of the run (keeps it within ~12 minutes
+when the shared machine is slow and rollouts run into the task's 60 s agent timeout)."""
 SYNC_REPS = 3
 PROMPT, COMPLETION, GROUPS, GROUP_SIZE = 300, 64, 2, 4
 T0 = time.monotonic()
@@ -177,16 +180,22 @@ async def warm(url: str) -> None:
         await c.chat([{"role": "user", "content": "Say hi."}], max_tokens=8, temperature=1.0)
 
 
-async def engine_levels(engine: str, url: str, task, images, store) -> list[Level]:
-    await warm(url)
-    out = []
+async def all_levels(urls: dict[str, str], task, images, store, levels: list[Level], flush) -> None:
+    """Concurrency levels in order, both engines at each (interleaved, so a change in the
+    machine's load mid-run falls on both); a level that would start past the budget is skipped."""
+    for url in urls.values():
+        await warm(url)
     for c in CONCURRENCY:
-        lv = await run_level(engine, url, task, images, store, c, ROLLOUTS[c])
-        log(f"  {engine} c={c}: {lv.n} rollouts in {lv.wall:.1f} s, {lv.completion_tokens} tokens, "
-            f"model share {lv.model_share:.2f}, reward {lv.mean_reward:.2f}, time-limited {lv.time_limited}, "
-            f"errors {lv.errors}, load {lv.load:.1f}")
-        out.append(lv)
-    return out
+        for engine, url in urls.items():
+            if time.monotonic() - T0 > ROLLOUT_BUDGET_S:
+                log(f"  {engine} c={c}: skipped (rollout time budget of {ROLLOUT_BUDGET_S:.0f} s spent)")
+                continue
+            lv = await run_level(engine, url, task, images, store, c, ROLLOUTS[c])
+            log(f"  {engine} c={c}: {lv.n} rollouts in {lv.wall:.1f} s, {lv.completion_tokens} tokens, "
+                f"model share {lv.model_share:.2f}, reward {lv.mean_reward:.2f}, time-limited {lv.time_limited}, "
+                f"errors {lv.errors}, load {lv.load:.1f}")
+            levels.append(lv)
+            flush()
 
 
 # -- b. weight sync ----------------------------------------------------------------
@@ -389,29 +398,28 @@ async def main_async() -> None:
              "model-call intervals over the level's wall time. Generated tokens count completed calls only.",
              "- word-banana's agent timeout is 60 s (task.toml): a rollout whose loop runs longer is cut (its "
              "in-flight call is lost and the verifier runs on what is there).",
-             "- The 2 cores are shared with other jobs (load average column): llama.cpp's worker threads degrade "
-             "sharply when another process takes a core, the torch engine much less; repeat on an idle machine "
-             "before reading the engine ratio as a property of the engines alone.",
+             "- Both engines run at each concurrency in turn (gguf, torch, then the next concurrency), so a change "
+             "of the machine's load falls on both. The 2 cores are shared with other jobs (load column): llama.cpp's "
+             "worker threads and torch's OpenMP threads both slow down by up to ~10x when another process holds a "
+             "core, so compare rows with similar load, and repeat on an idle machine before reading the engine "
+             "ratio as a property of the engines alone.",
              "- The GGUF server cannot load new weights, so b and c apply to the torch engine only."]
 
     def flush(sync=None, upd=None) -> None:
         OUT.parent.mkdir(parents=True, exist_ok=True)
         OUT.write_text("\n".join(report(levels, sync, upd, notes, header)) + "\n")
 
-    log("a. GGUF server (xllamacpp)")
-    with spawn(tmp / "gguf.url", tmp / "gguf.log") as url:
-        levels += await engine_levels("gguf", url, task, images, store)
-    flush()
-
     from aes_lib.models.torch_serve import serve
 
-    log("a. torch engine")
-    server, url = serve(model_dir)
+    log("a. rollouts: GGUF server (xllamacpp) and torch engine, interleaved")
+    server, torch_url = serve(model_dir)
     sync = None
     try:
-        levels += await engine_levels("torch", url, task, images, store)
-        flush()
+        with spawn(tmp / "gguf.url", tmp / "gguf.log") as gguf_url:
+            await all_levels({"gguf": gguf_url, "torch": torch_url}, task, images, store, levels, flush)
+        url = torch_url
         log("b. weight sync into the torch engine")
+        await warm(url)  # served after any batch still decoding for a rollout the timeout cut
         sync = await weight_sync(url, model_dir, tmp, store)
         flush(sync)
     finally:

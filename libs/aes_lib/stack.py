@@ -352,6 +352,9 @@ async def _check_model(settings: Settings) -> Check:
         async with httpx.AsyncClient(timeout=5) as client:
             r = await client.get(settings.model_url.rstrip("/") + "/models")
             r.raise_for_status()
+            # The torch engine says which learner version it serves; other servers do not.
+            policy = await client.get(settings.model_url.rstrip("/") + "/aes/policy")
     except httpx.HTTPError as e:
         return Check("model", False, f"{settings.model_url}: {e}")
-    return Check("model", True, settings.model_url)
+    served = f", serves policy v{policy.json()['version']}" if policy.status_code == 200 else ""
+    return Check("model", True, f"{settings.model_url} ({settings.engine}){served}")

@@ -162,7 +162,8 @@ class TorchEngine:
             mask[i, width - len(r.prompt_ids):] = 1
         ids, mask = ids.to(dev), mask.to(dev)
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True)
+        # Only the last position's logits are needed to sample: skip [prompt, vocab] for the rest.
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, logits_to_keep=1)
         gens = [torch.Generator().manual_seed(r.seed if r.seed is not None else int(time.time_ns()) + i)
                 for i, r in enumerate(reqs)]
         temps = torch.tensor([r.temperature if r.temperature > 0 else 1.0 for r in reqs], device=dev)
