@@ -8,6 +8,7 @@ trainer's updated one.
 """
 
 import asyncio
+import time
 
 import httpx
 import pytest
@@ -102,3 +103,21 @@ async def test_bad_requests_get_a_clear_400(engine):
             "key": "checkpoints/missing.safetensors", "sha256": "0" * 64, "size": 1}})
         assert r.status_code == 500  # the store has no such blob: the engine keeps its weights
         assert (await http.get(f"{engine}/aes/policy")).json()["version"] == 0
+
+
+def test_requests_arriving_mid_decode_join_the_batch_and_stay_exact(tiny_model):
+    from aes_lib.models.engine import GenRequest, TorchEngine
+
+    engine = TorchEngine.from_folder(tiny_model)
+    prompts = [tuple(engine.chat_prompt_ids([{"role": "user", "content": "x" * n}])) for n in (3, 40, 90)]
+    first = engine.submit(GenRequest(prompts[0], max_tokens=400, temperature=1.0, seed=0))
+    while engine.peak_batch == 0:  # the first request is decoding
+        time.sleep(0.001)
+    later = [engine.submit(GenRequest(p, max_tokens=20, temperature=0.8, seed=i)) for i, p in enumerate(prompts[1:])]
+    results = [first.result(), *(f.result() for f in later)]
+    engine.close()
+    assert engine.peak_batch == 3  # the later two joined the running one
+    model = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32)
+    for prompt, r, temp in zip(prompts, results, (1.0, 0.8, 0.8)):
+        served = TokenizedTurn(prompt, tuple(r.token_ids), tuple(r.logprobs), temp)
+        assert torch.allclose(trainer_logprobs(model, served), torch.tensor(r.logprobs), atol=1e-4)

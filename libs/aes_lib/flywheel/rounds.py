@@ -195,6 +195,10 @@ async def run_rounds(
             if tracker.done:
                 out(f"== round {r} done: " + (", ".join(f"{a} {o}" for a, o in sorted(tracker.finished.items())) or "no assignments"))
             if after_round is not None:
+                await asyncio.sleep(0.5)  # what the round's last results caused (proposer samples) lands
+                while observe is not None and not queue.empty():
+                    if (m := decode_any(queue.get_nowait()[1])) is not None:
+                        observe(m)
                 await after_round(r)
                 while not queue.empty():  # the training phase's traffic, already reported by it
                     queue.get_nowait()

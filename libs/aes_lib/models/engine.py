@@ -7,10 +7,12 @@ the distribution it was actually drawn from, ``log_softmax(logits / T)``, which
 is what the trainer recomputes with the same temperature (DPPO's anchor ``mu``).
 Temperature 0 decodes greedily and records the untempered log-probs.
 
-Requests that arrive together are decoded together (left-padded, one KV cache),
-so several solver attempts share each forward pass; a request arriving during a
-batch waits for the next one. ``policy_version`` is the version of the weights
-that produced a completion; a weight load waits for the running batch to end.
+Requests are decoded together (continuous batching): a request that arrives while
+others decode is prefilled and joins the running batch at the next step (their
+key/value caches left-padded to one length, the padding masked out), and a
+finished one leaves it, so concurrent solver attempts share each forward pass.
+``policy_version`` is the version of the weights that produced a completion; a
+weight load stops admissions, waits for the running batch to drain, and swaps.
 """
 
 from __future__ import annotations
@@ -76,6 +78,10 @@ class TorchEngine:
         self.pad_id = int(pad if pad is not None else min(self.eos_ids, default=0))
         self._queue: queue.Queue[tuple[GenRequest, Future]] = queue.Queue()
         self._weights = threading.Lock()
+        """Held by the decode loop while a batch runs: a completion never mixes two versions."""
+        self._loading = threading.Event()
+        self.peak_batch = 0
+        """Most requests decoded together so far."""
         self._stop = threading.Event()
         self._worker = threading.Thread(target=self._run, name="engine", daemon=True)
         self._worker.start()
@@ -103,12 +109,16 @@ class TorchEngine:
 
     def load_state_dict(self, tensors: dict[str, torch.Tensor], version: int) -> bool:
         """Load ``tensors`` as ``version`` unless it is not newer than the served one."""
-        with self._weights:
-            if version <= self.version:
-                return False
-            self.model.load_state_dict(tensors, strict=True)
-            self.version = version
-            return True
+        self._loading.set()  # the running batch admits no one more and drains
+        try:
+            with self._weights:
+                if version <= self.version:
+                    return False
+                self.model.load_state_dict(tensors, strict=True)
+                self.version = version
+                return True
+        finally:
+            self._loading.clear()
 
     # -- generation ---------------------------------------------------------------
 
@@ -131,73 +141,100 @@ class TorchEngine:
         self._worker.join(timeout=10)
 
     def _run(self) -> None:
+        batch: _Batch | None = None
         while not self._stop.is_set():
             try:
-                batch = [self._queue.get(timeout=0.2)]
+                if batch is None:  # idle: wait for work, then hold the weights for the whole batch
+                    first = self._queue.get(timeout=0.2)
+                    self._weights.acquire()
+                    batch = _Batch([], None, None, None)
+                    self._admit(batch, [first])
+                elif not self._loading.is_set():  # a pending load stops admissions until the batch drains
+                    self._admit(batch, self._waiting(self.max_batch - batch.size))
+                self._step(batch)
             except queue.Empty:
                 continue
-            while len(batch) < self.max_batch:
-                try:
-                    batch.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
+            except Exception as e:  # reported to every caller in the batch; the engine keeps serving
+                for row in batch.rows if batch else ():
+                    if not row.fut.done():
+                        row.fut.set_exception(e)
+                batch = None
+                self._weights.release()
+                continue
+            if batch.size == 0:
+                batch = None
+                self._weights.release()
+
+    def _waiting(self, room: int) -> list[tuple[GenRequest, Future]]:
+        out = []
+        while len(out) < room:
             try:
-                with self._weights:
-                    results = self._decode([r for r, _ in batch])
-                for (_, fut), res in zip(batch, results):
-                    fut.set_result(res)
-            except Exception as e:  # reported to every waiting caller, the engine keeps serving
-                for _, fut in batch:
-                    if not fut.done():
-                        fut.set_exception(e)
+                out.append(self._queue.get_nowait())
+            except queue.Empty:
+                break
+        return out
 
     @torch.no_grad()
-    def _decode(self, reqs: list[GenRequest]) -> list[GenResult]:
-        n, dev = len(reqs), self.device
-        width = max(len(r.prompt_ids) for r in reqs)
-        ids = torch.full((n, width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((n, width), dtype=torch.long)
-        for i, r in enumerate(reqs):  # left padding: every row's next token is at the end
+    def _admit(self, batch: "_Batch", new: list[tuple[GenRequest, Future]]) -> None:
+        """Prefill ``new`` requests and join them to the running batch (continuous batching):
+        both key/value caches are left-padded to one length, the padding masked out."""
+        if not new:
+            return
+        dev = self.device
+        width = max(len(r.prompt_ids) for r, _ in new)
+        ids = torch.full((len(new), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(new), width), dtype=torch.long)
+        for i, (r, _) in enumerate(new):  # left padding: every row's next token is at the end
             ids[i, width - len(r.prompt_ids):] = torch.tensor(r.prompt_ids)
             mask[i, width - len(r.prompt_ids):] = 1
         ids, mask = ids.to(dev), mask.to(dev)
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
-        # Only the last position's logits are needed to sample: skip [prompt, vocab] for the rest.
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, logits_to_keep=1)
-        gens = [torch.Generator().manual_seed(r.seed if r.seed is not None else int(time.time_ns()) + i)
-                for i, r in enumerate(reqs)]
-        temps = torch.tensor([r.temperature if r.temperature > 0 else 1.0 for r in reqs], device=dev)
-        limit = [min(r.max_tokens, self.context - len(r.prompt_ids)) for r in reqs]
-        tokens: list[list[int]] = [[] for _ in reqs]
-        logps: list[list[float]] = [[] for _ in reqs]
-        finish = [""] * n
-        last_pos = pos[:, -1]
-        for step in range(max(limit)):
-            logp = (out.logits[:, -1].float() / temps[:, None]).log_softmax(-1)
-            nxt = torch.empty(n, dtype=torch.long)
-            for i, r in enumerate(reqs):
-                if finish[i]:
-                    nxt[i] = self.pad_id
-                    continue
-                row = logp[i].cpu()
-                t = int(row.argmax()) if r.temperature == 0 else int(torch.multinomial(row.exp(), 1, generator=gens[i]))
-                nxt[i] = t
-                tokens[i].append(t)
-                logps[i].append(float(row[t]))
-                if t in self.eos_ids:
-                    finish[i] = "stop"
-                elif r.stop and self.tokenizer is not None and self._hits_stop(tokens[i], r.stop):
-                    finish[i] = "stop"
-                elif len(tokens[i]) >= limit[i]:
-                    finish[i] = "length"
-            if all(finish):
-                break
-            mask = torch.cat([mask, torch.ones((n, 1), dtype=torch.long, device=dev)], dim=1)
-            last_pos = last_pos + 1
-            out = self.model(input_ids=nxt[:, None].to(dev), attention_mask=mask, position_ids=last_pos[:, None],
-                             cache=out.cache, use_cache=True)
-        return [GenResult(t, lp, self._text(t), f or "length", self.version)
-                for t, lp, f in zip(tokens, logps, finish)]
+        try:
+            # Only the last position's logits are needed to sample: skip [prompt, vocab] for the rest.
+            out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, logits_to_keep=1)
+        except Exception as e:
+            for _, fut in new:
+                fut.set_exception(e)
+            raise
+        rows = [_Row(r, fut, torch.Generator().manual_seed(r.seed if r.seed is not None else time.time_ns() + i),
+                     min(r.max_tokens, self.context - len(r.prompt_ids)), int(pos[i, -1]) + 1)
+                for i, (r, fut) in enumerate(new)]
+        batch.join(rows, out.cache, mask, out.logits[:, -1].float())
+        self.peak_batch = max(self.peak_batch, batch.size)
+
+    @torch.no_grad()
+    def _step(self, batch: "_Batch") -> None:
+        """Sample one token for every row from its last logits, retire finished rows, and run
+        the next forward pass for the others."""
+        temps = torch.tensor([r.req.temperature or 1.0 for r in batch.rows], device=self.device)
+        logp = (batch.logits / temps[:, None]).log_softmax(-1).cpu()
+        keep, nxt = [], []
+        for i, row in enumerate(batch.rows):
+            t = int(logp[i].argmax()) if row.req.temperature == 0 else int(
+                torch.multinomial(logp[i].exp(), 1, generator=row.gen))
+            row.tokens.append(t)
+            row.logps.append(float(logp[i, t]))
+            if t in self.eos_ids or (row.req.stop and self.tokenizer is not None
+                                     and self._hits_stop(row.tokens, row.req.stop)):
+                finish = "stop"
+            elif len(row.tokens) >= row.limit:
+                finish = "length"
+            else:
+                keep.append(i)
+                nxt.append(t)
+                continue
+            row.fut.set_result(GenResult(row.tokens, row.logps, self._text(row.tokens), finish, self.version))
+        batch.select(keep)
+        if not keep:
+            return
+        dev = self.device
+        batch.mask = torch.cat([batch.mask, torch.ones((len(keep), 1), dtype=torch.long, device=dev)], dim=1)
+        pos = torch.tensor([[row.pos] for row in batch.rows], device=dev)
+        out = self.model(input_ids=torch.tensor(nxt, device=dev)[:, None], attention_mask=batch.mask,
+                         position_ids=pos, cache=batch.cache, use_cache=True)
+        for row in batch.rows:
+            row.pos += 1
+        batch.cache, batch.logits = out.cache, out.logits[:, -1].float()
 
     def _hits_stop(self, toks: list[int], stop: tuple[str, ...]) -> bool:
         tail = self.tokenizer.decode(toks[-24:], skip_special_tokens=True)
@@ -207,3 +244,64 @@ class TorchEngine:
         if self.tokenizer is None:
             return ""
         return self.tokenizer.decode([t for t in toks if t not in self.eos_ids], skip_special_tokens=True)
+
+
+@dataclasses.dataclass
+class _Row:
+    """One request being decoded."""
+
+    req: GenRequest
+    fut: Future
+    gen: torch.Generator
+    limit: int
+    """Tokens it may produce (its max_tokens, within the context)."""
+    pos: int
+    """Position id of its next input token."""
+    tokens: list[int] = dataclasses.field(default_factory=list)
+    logps: list[float] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class _Batch:
+    """The rows decoding together: one key/value cache, attention mask and last logits for all."""
+
+    rows: list[_Row]
+    cache: object
+    mask: torch.Tensor | None
+    logits: torch.Tensor | None
+
+    @property
+    def size(self) -> int:
+        return len(self.rows)
+
+    def join(self, rows: list[_Row], cache, mask: torch.Tensor, logits: torch.Tensor) -> None:
+        if not self.rows:
+            self.rows, self.cache, self.mask, self.logits = rows, cache, mask, logits
+            return
+        width = max(self.mask.shape[1], mask.shape[1])
+        for old, new in zip(self.cache.layers, cache.layers):
+            old.keys = torch.cat([_left_pad(old.keys, width, -2), _left_pad(new.keys, width, -2)])
+            old.values = torch.cat([_left_pad(old.values, width, -2), _left_pad(new.values, width, -2)])
+        self.mask = torch.cat([_left_pad(self.mask, width, 1), _left_pad(mask, width, 1)])
+        self.logits = torch.cat([self.logits, logits])
+        self.rows += rows
+
+    def select(self, keep: list[int]) -> None:
+        """Keep only the rows at ``keep`` (finished ones leave the batch)."""
+        if len(keep) == len(self.rows):
+            return
+        self.rows = [self.rows[i] for i in keep]
+        if keep:
+            idx = torch.tensor(keep, device=self.mask.device)
+            self.cache.batch_select_indices(idx)
+            self.mask, self.logits = self.mask[idx], self.logits[idx]
+
+
+def _left_pad(t: torch.Tensor, width: int, dim: int) -> torch.Tensor:
+    """``t`` zero-padded on the left of ``dim`` to ``width`` (masked positions, never attended)."""
+    missing = width - t.shape[dim]
+    if missing == 0:
+        return t
+    shape = list(t.shape)
+    shape[dim] = missing
+    return torch.cat([t.new_zeros(shape), t], dim=dim)
