@@ -35,6 +35,7 @@ from aes_lib.learner import (
     LearnerConfig,
     LearnerConfigError,
     Sample,
+    checkpoint_key,
     load_checkpoint,
     publish_policy,
     turns_from_trajectory,
@@ -191,6 +192,8 @@ class LearnerService(Service[TrajectoryRef]):
         await self._save_state(ctx)
         if previous_optimizer is not None:  # the saved state points at the new moments now
             await asyncio.to_thread(ctx.blobs.delete, previous_optimizer.key)
+        if (keep := self.config.keep_checkpoints) and self.version > keep:
+            await asyncio.to_thread(ctx.blobs.delete, checkpoint_key(self.prefix, self.version - keep))
         log.info("%s v%d (%s): loss %.4f, reward %.3f, masked %d/%d tokens, divergence %.4f, %.1f s",
                  self.policy, self.version, batch.role, stats.loss, batch.mean_reward, stats.masked_tokens,
                  stats.tokens, stats.mean_divergence, seconds)

@@ -21,6 +21,7 @@ import pytest
 
 from aes_lib.flywheel.pool_store import BUCKET, PoolStore
 from aes_lib.flywheel.seeding import seed_pool
+from aes_lib.learner import checkpoint_key
 from aes_lib.learner.advantages import has_signal
 from aes_lib.models.torch_serve import serve
 from aes_proto import subjects
@@ -58,6 +59,7 @@ async def test_sigkills_lose_no_sample_and_train_none_twice(fresh_nats, bus, wor
                AES_BLOB_URL=fresh_nats.blob_location, AES_MODEL_URL=url, AES_ENGINE="torch",
                AES_TRAINING_MAX_TURNS="1", AES_TRAINING_MAX_TOKENS="32", AES_TRAINING_TEMPERATURE="0.7",
                AES_LEARNER_MODEL_PATH=str(word_policy), AES_LEARNER_GROUPS_PER_BATCH="1", AES_LEARNER_LR="1e-3",
+               AES_LEARNER_KEEP_CHECKPOINTS="2",
                AES_TEST_ACK_WAIT="6", PYTHONPATH=os.pathsep.join([str(FLYWHEEL), os.environ.get("PYTHONPATH", "")]))
     victims = ("learner", "rollouts")
     procs = {name: _spawn(name, env, logs) for name in victims}
@@ -102,5 +104,10 @@ async def test_sigkills_lose_no_sample_and_train_none_twice(fresh_nats, bus, wor
     versions = await bus.history(subjects.POLICY_VERSION, PolicyVersion)
     assert state.policy.version == max(v.version for v in versions) == len(stats)
     assert state.held == [] and state.optimizer is not None
+    # Only the newest two weight checkpoints and the latest optimizer state are kept.
+    kept = [v for v in range(1, len(stats) + 1) if bus.blobs.exists(checkpoint_key("checkpoints/policy", v))]
+    assert kept == list(range(1, len(stats) + 1))[-2:]
+    assert bus.blobs.exists(state.optimizer.key) and not any(
+        bus.blobs.exists(f"checkpoints/policy/optimizer-v{v:06d}.pt") for v in range(1, len(stats)))
     print(f"\n{len(kills)} kills ({', '.join(kills)}); {len(refs)} attempts; {len(stats)} updates; "
           f"groups without spread: {sum(not has_signal(r) for r in groups.values())}")

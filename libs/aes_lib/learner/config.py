@@ -50,6 +50,9 @@ class LearnerConfig:
     """``auto``: Triton kernels on CUDA, torch reference on CPU (see ``aes_kernels``)."""
     device: str = "cpu"
     """Torch device of the trained model."""
+    keep_checkpoints: int = 8
+    """Weight checkpoints kept in the blob store (the newest; about 0.6 GB each for SmolLM2);
+    0 keeps every version (``aes eval --policy-version`` needs the version's checkpoint)."""
     checkpoint_prefix: str = "checkpoints/policy"
     """Blob-store key prefix of the safetensors checkpoints (``<prefix>/v<version>.safetensors``)."""
     seed: int = 0
@@ -62,6 +65,8 @@ class LearnerConfig:
                 raise LearnerConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if min(self.solver_group_size, self.proposer_group_size) < 2:
             raise LearnerConfigError("group sizes must be >= 2: a single attempt has no advantage")
+        if self.keep_checkpoints < 0:
+            raise LearnerConfigError(f"keep_checkpoints must be >= 0, got {self.keep_checkpoints}")
         if self.lr <= 0 or self.delta <= 0 or self.max_grad_norm < 0:
             raise LearnerConfigError(f"lr and delta must be > 0 and max_grad_norm >= 0, got "
                                      f"{self.lr}, {self.delta}, {self.max_grad_norm}")
