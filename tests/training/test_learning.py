@@ -32,7 +32,7 @@ from flywheel_helpers import running
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1200)]
 
-WAVES = 6
+WAVES = 8
 
 
 async def test_mean_training_reward_rises_over_updates(fresh_nats, bus, word_policy, monkeypatch):
