@@ -20,6 +20,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # no display; must precede pyplot
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from aes_proto.messages import CalibrationResult, LearnerStats, RolloutSummary, ServingUpdate  # noqa: E402
 
@@ -91,6 +92,7 @@ def _curves(ax, stats: Sequence[LearnerStats], value: Callable[[LearnerStats], f
         ax.plot(xs, ys, marker=_MARKERS[role], markersize=4,
                 label=", ".join(filter(None, (role, policy and f"{policy} policy"))) or None)
     ax.set(xlabel="policy version", title=title)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # versions are whole numbers
     if not lines:  # e.g. no update recorded its wall time
         ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
     elif several or by_role:
