@@ -44,9 +44,13 @@ class TorchEngineClient:
     timeout_s: float = 300.0
     """A load reads and copies the whole checkpoint."""
 
-    async def version(self) -> int:
+    async def served(self) -> tuple[int, str]:
+        """The version served and the model folder it started from."""
         data = await self._call("GET", None)
-        return int(data["version"])
+        return int(data["version"]), str(data.get("model", ""))
+
+    async def version(self) -> int:
+        return (await self.served())[0]
 
     async def load(self, pv: PolicyVersion) -> LoadResult:
         t0 = time.monotonic()
@@ -63,7 +67,12 @@ class TorchEngineClient:
             raise EngineWeightsError(f"{method} {url}: {type(e).__name__}: {e}") from e
         if r.status_code != 200:
             raise EngineWeightsError(f"{method} {url} -> HTTP {r.status_code}: {r.text[:300]}")
-        return r.json()
+        try:
+            data = r.json()
+            int(data["version"])
+        except (ValueError, TypeError, KeyError):
+            raise EngineWeightsError(f"{method} {url}: not an engine's policy answer: {r.text[:300]}") from None
+        return data
 
 
 def engine_client(kind: str, base_url: str) -> TorchEngineClient:

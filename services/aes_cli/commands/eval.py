@@ -26,11 +26,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
-
 from aes_lib.agents.loop import LoopLimits
 from aes_lib.config import Settings
 from aes_lib.evaluation import Summary, summarize, task_mean
+from aes_lib.models.weights import EngineWeightsError, TorchEngineClient
 
 SCORED_POLICIES = ("shared", "solver")
 """PolicyVersion.policy values that play the solver."""
@@ -116,28 +115,22 @@ def _private_engine(folder: Path) -> Iterator[str]:
 
 
 async def _policy(url: str) -> dict | None:
-    """``GET {url}/aes/policy`` ({"version", "model"}) or None when the endpoint has no such route."""
+    """``{"version", "model"}`` the engine serves, or None for an endpoint that cannot say."""
     try:
-        async with httpx.AsyncClient(timeout=10) as http:
-            r = await http.get(f"{url.rstrip('/')}/aes/policy")
-        body = r.json() if r.status_code == 200 else None
-    except (httpx.HTTPError, ValueError):
+        version, model = await TorchEngineClient(url, timeout_s=10).served()
+    except EngineWeightsError:
         return None
-    return body if isinstance(body, dict) and isinstance(body.get("version"), int) else None
+    return {"version": version, "model": model}
 
 
 async def _load(url: str, msg) -> None:
     """Load the published checkpoint into the private engine and check it took."""
-    ref = {"key": msg.checkpoint.key, "sha256": msg.checkpoint.sha256, "size": msg.checkpoint.size}
-    try:
-        async with httpx.AsyncClient(timeout=1800) as http:  # a 135M fp32 checkpoint from S3 takes a while
-            r = await http.post(f"{url}/aes/policy", json={"version": msg.version, "checkpoint": ref})
-        body = r.json()
-    except (httpx.HTTPError, ValueError) as e:
-        raise SetupError(f"loading policy version {msg.version}: {type(e).__name__}: {e}") from None
-    if r.status_code != 200 or body.get("version") != msg.version:
-        raise SetupError(f"loading policy version {msg.version} ({msg.checkpoint.key}): "
-                         f"HTTP {r.status_code}: {str(body.get('error', body))[:300]}")
+    try:  # a 135M fp32 checkpoint from S3 takes a while
+        result = await TorchEngineClient(url, timeout_s=1800).load(msg)
+    except EngineWeightsError as e:
+        raise SetupError(f"loading policy version {msg.version} ({msg.checkpoint.key}): {e}") from None
+    if result.version != msg.version:
+        raise SetupError(f"loading policy version {msg.version}: the engine serves v{result.version}")
 
 
 # -- attempts ----------------------------------------------------------------------
