@@ -25,11 +25,10 @@ SFT_STEPS = 400
 def solver_prompt_ids(tokenizer, instruction: str) -> list[int]:
     """The prompt the solver sends for ``instruction``, as the engine tokenizes it."""
     from aes_lib.agents.solver import SYSTEM_PROMPT
+    from aes_lib.models.engine import chat_prompt_ids
 
-    ids = tokenizer.apply_chat_template(
-        [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": f"Task:\n{instruction.strip()}"}],
-        add_generation_prompt=True, tokenize=True)
-    return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+    return chat_prompt_ids(tokenizer, [{"role": "system", "content": SYSTEM_PROMPT},
+                                       {"role": "user", "content": f"Task:\n{instruction.strip()}"}])
 
 
 @pytest.fixture(scope="session")

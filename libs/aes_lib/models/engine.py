@@ -54,6 +54,14 @@ class GenResult:
     policy_version: int
 
 
+def chat_prompt_ids(tokenizer, messages: list[dict[str, str]]) -> list[int]:
+    """The chat template applied with the assistant's turn opened, as token ids."""
+    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+    if isinstance(ids, dict) or hasattr(ids, "input_ids"):  # BatchEncoding in newer transformers
+        ids = ids["input_ids"]
+    return [int(i) for i in ids]
+
+
 class TorchEngine:
     """``submit(GenRequest) -> Future[GenResult]``; ``load_state_dict`` swaps weights between batches.
 
@@ -97,13 +105,9 @@ class TorchEngine:
     # -- prompts ------------------------------------------------------------------
 
     def chat_prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
-        """The chat template applied with the assistant's turn opened, as token ids."""
         if self.tokenizer is None:
             raise EngineError("this engine has no tokenizer: it serves token ids only")
-        ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-        if isinstance(ids, dict) or hasattr(ids, "input_ids"):  # BatchEncoding in newer transformers
-            ids = ids["input_ids"]
-        return [int(i) for i in ids]
+        return chat_prompt_ids(self.tokenizer, messages)
 
     # -- weights ------------------------------------------------------------------
 
