@@ -4,7 +4,7 @@ from aes_proto import subjects
 from aes_proto.codec import encode
 from aes_proto.messages import Assignment, CalibrationResult, DeadLetter, PoolReview, Verdict
 
-from aes_lib.flywheel.rounds import RoundTracker, decode_any, describe
+from aes_lib.flywheel.rounds import RoundTracker, decode_any, describe, run_rounds
 
 
 def _a(aid, rnd=1, rev=0):
@@ -56,3 +56,25 @@ def test_describe_and_decode_any():
     assert line.startswith("result r1-000 rev0: calibrate:too_hard") and "revision 1 requested" in line
     assert describe(subjects.ASSIGNMENT, _a("r1-000")).startswith("assignment r1-000 rev0: harder")
     assert decode_any(b"\x00garbage") is None
+
+
+async def test_the_training_phase_reads_on_from_the_rounds_feed(bus):
+    """A round with nothing to plan ends at once; ``after_round`` gets the feed the round read,
+    so what was published in between (here by the phase itself) reaches it exactly once."""
+    seen = []
+
+    async def after_round(r, feed):
+        await bus.publish(subjects.POOL_REVIEW, PoolReview(idempotency_key="after", episode_id="after", round=r,
+                                                           step="plan", rerun=False))
+        while (got := await feed.next(5.0)) is not None:
+            seen.append(got[1])
+            if got[1].idempotency_key == "after":
+                return
+
+    async def one() -> int:
+        return 1
+
+    [tracker] = await run_rounds(bus, one, rounds=1, fresh=0, review=False, round_timeout=30, out=lambda _: None,
+                                 after_round=after_round)
+    assert tracker.done
+    assert [m.idempotency_key for m in seen] == ["after"]  # the round's own plan step was read by the round

@@ -10,8 +10,9 @@ over", ``describe`` into one progress line per stage outcome.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Union
 
 import msgspec
@@ -45,6 +46,42 @@ def decode_any(data: bytes) -> Message | None:
         return _any.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError, ValueError):
         return None
+
+
+class BusFeed:
+    """Every message published on ``aes.>`` from the moment it is opened, decoded, in order.
+
+    ``run_rounds`` and the training waves after each round read one feed, so nothing
+    published between the two phases is missed or seen twice."""
+
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue()
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def open(cls, bus) -> AsyncIterator["BusFeed"]:
+        feed = cls()
+
+        async def on_msg(msg) -> None:
+            feed._queue.put_nowait((msg.subject, msg.data))
+
+        sub = await bus.nc.subscribe("aes.>", cb=on_msg)
+        try:
+            yield feed
+        finally:
+            await sub.unsubscribe()
+
+    async def next(self, timeout: float) -> tuple[str, Message] | None:
+        """The next message of ours with its subject; None once ``timeout`` seconds pass without one."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            try:
+                subject, data = await asyncio.wait_for(self._queue.get(), max(0.0, deadline - loop.time()))
+            except asyncio.TimeoutError:
+                return None
+            if (m := decode_any(data)) is not None:
+                return subject, m
 
 
 def _short(env_id: str) -> str:
@@ -142,7 +179,7 @@ async def run_rounds(
     review: bool,
     round_timeout: float,
     out: Callable[[str], None] = print,
-    after_round: Callable[[int], Awaitable[None]] | None = None,
+    after_round: Callable[[int, BusFeed], Awaitable[None]] | None = None,
     observe: Callable[[Message], None] | None = None,
 ) -> list[RoundTracker]:
     """Request ``rounds`` rounds one after another and print their progress.
@@ -150,16 +187,11 @@ async def run_rounds(
     Each round is a ``PoolReview``: plan only, or (``review``) rerun the solver on the
     pool first. A round ends when the tracker says so, or after ``round_timeout``
     seconds (reported, and the next round starts: its work stays on the bus); then
-    ``after_round(round)`` runs (the training phase). ``observe`` sees every message.
+    ``after_round(round, feed)`` runs (the training phase), reading on from the same
+    feed. ``observe`` sees every message of the rounds.
     """
-    queue: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue()
-
-    async def on_msg(msg) -> None:
-        queue.put_nowait((msg.subject, msg.data))
-
-    sub = await bus.nc.subscribe("aes.>", cb=on_msg)
     trackers = []
-    try:
+    async with BusFeed.open(bus) as feed:
         first = await next_round(bus)
         for r in range(first, first + rounds):
             tracker = RoundTracker(round=r)
@@ -177,15 +209,11 @@ async def run_rounds(
             loop = asyncio.get_running_loop()
             deadline = loop.time() + round_timeout
             while not tracker.done:
-                try:
-                    subject, data = await asyncio.wait_for(queue.get(), max(0.0, deadline - loop.time()))
-                except asyncio.TimeoutError:
+                if (got := await feed.next(deadline - loop.time())) is None:
                     pending = sorted(tracker.started - set(tracker.finished))
                     out(f"== round {r} timed out after {round_timeout:.0f}s; still running: {', '.join(pending) or '-'}")
                     break
-                m = decode_any(data)
-                if m is None:
-                    continue
+                subject, m = got
                 tracker.observe(m)
                 if observe is not None:
                     observe(m)
@@ -195,13 +223,5 @@ async def run_rounds(
             if tracker.done:
                 out(f"== round {r} done: " + (", ".join(f"{a} {o}" for a, o in sorted(tracker.finished.items())) or "no assignments"))
             if after_round is not None:
-                await asyncio.sleep(0.5)  # what the round's last results caused (proposer samples) lands
-                while observe is not None and not queue.empty():
-                    if (m := decode_any(queue.get_nowait()[1])) is not None:
-                        observe(m)
-                await after_round(r)
-                while not queue.empty():  # the training phase's traffic, already reported by it
-                    queue.get_nowait()
-    finally:
-        await sub.unsubscribe()
+                await after_round(r, feed)
     return trackers

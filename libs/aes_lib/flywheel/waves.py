@@ -9,6 +9,7 @@ new weights. Each wave prints one line; ``LearnerTally`` sums a round's updates.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 from collections.abc import Awaitable, Callable
 
@@ -17,7 +18,8 @@ from nats.js.errors import NotFoundError
 from aes_proto import subjects
 from aes_proto.messages import LearnerStats, PolicyVersion, RolloutSummary, ServingUpdate, TrainingWave, TrajectoryRef
 
-from aes_lib.flywheel.rounds import decode_any
+from aes_lib.bus import stream_for
+from aes_lib.flywheel.rounds import BusFeed
 from aes_lib.flywheel.training import TrainingConfig
 
 LEARNERS = ("learner", "learner-solver", "learner-proposer")
@@ -73,7 +75,7 @@ async def learner_idle(js) -> bool:
     """Whether every learner consumer has settled every message on the bus."""
     for name in LEARNERS:
         try:
-            info = await js.consumer_info("AES_ROLLOUTS", name)
+            info = await js.consumer_info(stream_for(subjects.TRAJECTORIES), name)
         except NotFoundError:
             continue
         if info.num_pending or info.num_ack_pending:
@@ -90,18 +92,16 @@ async def train(
     served_version: Callable[[], Awaitable[int]],
     out: Callable[[str], None] = print,
     tally: LearnerTally | None = None,
+    feed: BusFeed | None = None,
 ) -> LearnerTally:
     """Run ``config.waves_per_round`` waves of round ``round_``; wave ids are ``<prefix>w<i>``
-    (unique per request: rollout ids derive from them). Returns what the learner did."""
+    (unique per request: rollout ids derive from them). ``feed``: the rounds' feed, read
+    on (what the round's last results caused is counted too); else one of its own.
+    Returns what the learner did."""
     tally = tally or LearnerTally()
-    queue: asyncio.Queue[bytes] = asyncio.Queue()
-
-    async def on_msg(msg) -> None:
-        queue.put_nowait(msg.data)
-
-    sub = await bus.nc.subscribe("aes.>", cb=on_msg)
     loop = asyncio.get_running_loop()
-    try:
+    async with contextlib.AsyncExitStack() as stack:
+        feed = feed or await stack.enter_async_context(BusFeed.open(bus))
         for w in range(config.waves_per_round):
             wave_id = f"{prefix}w{w}"
             version = await served_version()
@@ -116,12 +116,9 @@ async def train(
             published = tally.version
             deadline = loop.time() + config.engine_wait_s
             while loop.time() < deadline:
-                try:
-                    data = await asyncio.wait_for(queue.get(), 1.0)
-                except asyncio.TimeoutError:
-                    data = None
-                m = decode_any(data) if data else None
-                if m is not None:
+                got = await feed.next(1.0)
+                if got is not None:
+                    m = got[1]
                     tally.observe(m)
                     match m:
                         case RolloutSummary(purpose="training") if m.episode_id == wave_id:
@@ -144,6 +141,4 @@ async def train(
             mean = sum(rewards) / len(rewards) if rewards else 0.0
             change = f"new policy v{tally.version}" if tally.version > published else "no update (the batch is not full yet)"
             out(f"== wave {wave_id} done: mean reward {mean:.3f}; {change}")
-    finally:
-        await sub.unsubscribe()
     return tally

@@ -22,7 +22,7 @@ from aes_lib.config import Settings
 from aes_lib.flywheel.config import FlywheelConfig
 from aes_lib.flywheel.pool_store import BUCKET, PoolStore
 from aes_lib.flywheel.readout import snapshot
-from aes_lib.flywheel.rounds import run_rounds
+from aes_lib.flywheel.rounds import BusFeed, run_rounds
 from aes_lib.flywheel.seeding import SEEDS_DIR, seed_dirs, seed_pool
 from aes_lib.flywheel.status import render
 from aes_lib.flywheel.training import TrainingConfig
@@ -67,10 +67,10 @@ def _training_phase(bus, settings: Settings, waves: int | None, tally: LearnerTa
         return None
     config = TrainingConfig.from_env(**({} if waves is None else {"waves_per_round": waves}))
 
-    async def phase(round_: int, prefix: str = "") -> None:
+    async def phase(round_: int, feed: BusFeed | None = None, prefix: str = "") -> None:
         if config.waves_per_round:
             await train(bus, config, round_=round_, prefix=prefix or f"r{round_}", served_version=engine.version,
-                        out=_say, tally=tally)
+                        out=_say, tally=tally, feed=feed)
         _say(f"== round {round_} {tally.line()}")
         tally.reset()
 
