@@ -132,7 +132,9 @@ async def train(
                         case ServingUpdate():
                             out(f"    engine serves v{m.version} (loaded in {m.seconds:.1f} s)")
                 attempts_done = len(rewards) >= expected and refs >= expected
-                if attempts_done and await learner_idle(bus.js) and tally.served >= tally.version:
+                # Decide only once the feed was quiet for a read: the learner may have acked its
+                # last sample while its LearnerStats and PolicyVersion are still on their way to us.
+                if got is None and attempts_done and await learner_idle(bus.js) and tally.served >= tally.version:
                     break
             else:
                 out(f"== wave {wave_id}: gave up waiting after {config.engine_wait_s:.0f} s "
