@@ -41,11 +41,11 @@ async def test_mean_training_reward_rises_over_updates(fresh_nats, bus, word_pol
     server, url = serve(word_policy)
     settings = dataclasses.replace(fresh_nats, model_url=url, engine="torch")
     await seed_pool(bus, PoolStore(await bus.kv(BUCKET)), [TASKS / "word-banana", TASKS / "word-banana-alt"])
-    # Sampled at temperature 0.7: the recorded log-probs are the tempered distribution's, which
+    # Sampled at temperature 0.5: the recorded log-probs are the tempered distribution's, which
     # the trainer reproduces (first update's divergence ~0).
     waves = TrainingConfig(groups_per_wave=2, group_size=8, waves_per_round=WAVES, max_turns=1, max_tokens=32,
-                           temperature=0.7, engine_wait_s=600)
-    learner = LearnerService(LearnerConfig(model_path=str(word_policy), groups_per_batch=1, lr=1e-3))
+                           temperature=0.5, engine_wait_s=600)
+    learner = LearnerService(LearnerConfig(model_path=str(word_policy), groups_per_batch=1, lr=5e-4))
     try:
         async with running(settings, WavePlannerService(), TrainingRolloutService(config=waves), learner,
                            WeightSyncService()):
