@@ -1,9 +1,8 @@
 """A limited, labelled container to run untrusted commands in.
 
 Every blocking Docker SDK call runs in a worker thread so the event loop stays
-free. A timed-out command is killed with its whole process group (each exec is
-started as a session leader that records its pid first), and the container is
-removed however the ``async with`` block ends.
+free. A timed-out command is killed with its whole process tree, and the container
+is removed however the ``async with`` block ends.
 """
 
 from __future__ import annotations
@@ -28,22 +27,45 @@ MANAGED_LABEL = "aes.managed"
 OWNER_PID_LABEL = "aes.owner_pid"
 OWNER_HOST_LABEL = "aes.owner_host"
 
-# The wrapper is the exec's session leader: it records its pid (= the process group
-# a timeout kills), runs the command with bash (sh if the image has none), removes
-# the record and passes the exit status on.
-_WRAPPER = (
-    'echo $$ > "$0"; if command -v bash >/dev/null 2>&1; then bash -c "$1"; else sh -c "$1"; fi; '
-    'rc=$?; rm -f "$0"; exit $rc'
-)
+EXEC_MARK = "AES_EXEC_ID"
+"""Environment variable, unique per exec, that every process the exec starts inherits."""
 
-# The keep-alive is started right after init, so it holds the lowest pid above 1;
-# three passes catch processes forked while the first pass ran.
-_KILL_ALL = (
-    "pids() { ls /proc | grep -E '^[0-9]+$' | sort -n; }; keep=$(pids | sed -n 2p); "
-    "for pass in 1 2 3; do for p in $(pids); do "
-    '[ "$p" -gt 1 ] && [ "$p" != "$keep" ] && [ "$p" != "$$" ] && kill -KILL "$p" 2>/dev/null; '
-    "done; done; true"
-)
+# Runs the command with bash (sh if the image has none). The daemon starts each exec as a
+# session leader and ``exec`` keeps its pid, so the command leads the exec's session.
+_WRAPPER = 'if command -v bash >/dev/null 2>&1; then exec bash -c "$1"; else exec sh -c "$1"; fi'
+
+# Kills a process tree: with ``$1`` = "AES_EXEC_ID=<id>", every process whose environment
+# carries it (that catches setsid escapes) and every process in a session one of them leads
+# (that catches ``env -i``); with ``$1`` empty, every process but init and the keep-alive
+# (started right after init, so the lowest pid above 1). Only builtins, as a fork bomb at
+# the pid limit leaves no room to fork (an exec itself still starts); passes repeat
+# SIGSTOP until no running process is found, so nothing forks while SIGKILL goes round.
+_SWEEP = r"""
+m=$1 me=$$ keep=$$ leaders=' '
+for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" -gt 1 ] && [ "$p" -lt "$keep" ] && keep=$p; done
+hit() {
+  if [ -z "$m" ]; then [ "$1" != "$keep" ]; return; fi
+  case $leaders in *" $2 "*) return 0;; esac
+  while IFS= read -r l || [ -n "$l" ]; do
+    case $l in *"$m"*) [ "$1" = "$2" ] && leaders="$leaders$1 "; return 0;; esac
+  done 2>/dev/null <"/proc/$1/environ"
+  return 1
+}
+sweep() {
+  new=0
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    [ "$p" -gt 1 ] && [ "$p" != "$me" ] && read -r s 2>/dev/null <"$d/stat" || continue
+    set -- ${s##*) }
+    [ "$1" != Z ] && hit "$p" "$4" || continue
+    [ "$1" = T ] || new=1
+    kill -"$sig" "$p" 2>/dev/null
+  done
+}
+sig=STOP n=0
+while [ $n -lt 50 ]; do sweep; [ $new = 1 ] || break; n=$((n + 1)); done
+sig=KILL; sweep; true
+"""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,7 +143,8 @@ def _read_limited(stream, max_bytes: int, what: str) -> bytes:
 
 
 def owner_labels() -> dict[str, str]:
-    """Labels that let the reaper find containers whose creating process has died."""
+    """Labels that let the reaper find containers, and throw-away images, whose creating process
+    has died. Images meant to outlive their builder (``ImageCache``) must not carry them."""
     return {MANAGED_LABEL: "1", OWNER_PID_LABEL: str(os.getpid()), OWNER_HOST_LABEL: socket.gethostname()}
 
 
@@ -214,15 +237,19 @@ class Sandbox:
         env: Mapping[str, str] | None = None,
         workdir: str | None = None,
     ) -> ExecResult:
-        """Run ``cmd`` with bash (or sh); on timeout kill its process group."""
+        """Run ``cmd`` with bash (or sh); on timeout kill every process it started.
+
+        Processes it leaves running when it ends in time are kept (a server for later steps).
+        """
         api = self.client.api
-        pidfile = f"/tmp/.aes-exec-{uuid.uuid4().hex}"
+        user = "" if user is None else str(user)
+        exec_mark = uuid.uuid4().hex
         created = await _call(
             api.exec_create,
             self.container.id,
-            ["sh", "-c", _WRAPPER, pidfile, cmd],
-            user="" if user is None else str(user),
-            environment=dict(env or {}),
+            ["sh", "-c", _WRAPPER, "sh", cmd],
+            user=user,
+            environment={**(env or {}), EXEC_MARK: exec_mark},
             workdir=workdir or self.workdir,
         )
         exec_id = created["Id"]
@@ -238,26 +265,29 @@ class Sandbox:
             await asyncio.wait_for(asyncio.shield(task), timeout)
         except asyncio.TimeoutError:
             timed_out = True
-            await self._kill_group(pidfile)
-            try:
-                await asyncio.wait_for(asyncio.shield(task), 10)
-            except asyncio.TimeoutError:  # the group escaped (setsid): kill everything
-                await self.kill_all()
-                await task
+            await self._kill_tree(task, f"{EXEC_MARK}={exec_mark}", user)
+        await task  # re-raises what the pump raised
         info = await _call(api.exec_inspect, exec_id)
         return ExecResult(exit_code=None if timed_out else info.get("ExitCode"), output=out.text(), timed_out=timed_out)
 
-    async def _kill_group(self, pidfile: str) -> None:
-        # The pid is written before the command starts; retry briefly for a command killed at once.
-        script = (
-            f'for i in 1 2 3 4 5 6 7 8 9 10; do [ -s {pidfile} ] && break; sleep 0.2; done; '
-            f'kill -KILL -"$(cat {pidfile})" 2>/dev/null; rm -f {pidfile}'
-        )
-        await _call(self.container.exec_run, ["sh", "-c", script], user="0")
+    async def _kill_tree(self, pump: asyncio.Future, mark: str, user: str) -> None:
+        # As the exec's own user: reading another user's /proc/<pid>/environ needs
+        # CAP_SYS_PTRACE, which containers lack. The output ends at most ~2 s after the
+        # processes die (the daemon's grace for stragglers holding it); sweeping again
+        # covers a command that had not started yet at the first sweep.
+        for _ in range(3):
+            await self._sweep(mark, user)
+            done, _ = await asyncio.wait({pump}, timeout=5)
+            if done:
+                return
+        raise SandboxError("a timed-out command's output did not end after its processes were killed")
+
+    async def _sweep(self, mark: str, user: str) -> None:
+        await _call(self.container.exec_run, ["sh", "-c", _SWEEP, "sh", mark], user=user)
 
     async def kill_all(self) -> None:
         """Kill every process an agent left running: all but init and the keep-alive."""
-        await _call(self.container.exec_run, ["sh", "-c", _KILL_ALL], user="0")
+        await self._sweep("", "0")
 
     async def put_dir(self, local: str | Path, remote: str) -> None:
         """Copy the contents of directory ``local`` into ``remote``, which becomes a root-owned

@@ -88,27 +88,39 @@ class ImageCache:
         return image
 
     def _build(self, context: Path, tag: str, timeout: float) -> None:
-        # The deadline stops a chatty build, the HTTP read timeout a silent one; either
-        # way the connection closes and the daemon cancels the build.
-        deadline = time.monotonic() + timeout
-        log: list[str] = []
-        stream = self.client.api.build(
-            path=str(context), tag=tag, rm=True, forcerm=True, decode=True, pull=False,
-            labels={MANAGED_LABEL: "1"}, timeout=timeout,
-        )
-        try:
-            for chunk in stream:
-                log.append(chunk.get("stream", ""))
-                if "error" in chunk:
-                    log.append(chunk["error"])
-                    raise BuildFailedError(f"build failed: {chunk['error'].strip()}", "".join(log))
-                if time.monotonic() > deadline:
-                    raise BuildTimeoutError(f"build exceeded {timeout:.0f}s", "".join(log))
-        except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError) as e:
-            if time.monotonic() < deadline:
-                raise  # the daemon went away: not the task's fault, let the caller retry
-            raise BuildTimeoutError(f"build exceeded {timeout:.0f}s", "".join(log)) from e
-        except docker.errors.APIError as e:
-            raise BuildFailedError(f"build failed: {e}", "".join(log)) from e
-        finally:
-            stream.close()
+        # No owner labels: the cache outlives the process that built it, so the reaper keeps it.
+        build_image(self.client, context, timeout, tag=tag, labels={MANAGED_LABEL: "1"})
+
+
+def build_image(client: docker.DockerClient, context: Path, timeout: float, **options: object) -> str:
+    """Build ``context`` (``options`` go to the build API: tag, labels, nocache...); returns
+    the image id. ``BuildFailedError`` for the task's fault, ``BuildTimeoutError`` past
+    ``timeout``; a daemon that goes away earlier raises its connection error (transient).
+    """
+    # The deadline stops a chatty build, the HTTP read timeout a silent one; either
+    # way the connection closes and the daemon cancels the build.
+    deadline = time.monotonic() + timeout
+    log: list[str] = []
+    image = ""
+    stream = client.api.build(path=str(context), rm=True, forcerm=True, decode=True, pull=False, timeout=timeout,
+                              **options)
+    try:
+        for chunk in stream:
+            log.append(chunk.get("stream", ""))
+            if "error" in chunk:
+                log.append(chunk["error"])
+                raise BuildFailedError(f"build failed: {chunk['error'].strip()}", "".join(log))
+            image = chunk.get("aux", {}).get("ID", image)
+            if time.monotonic() > deadline:
+                raise BuildTimeoutError(f"build exceeded {timeout:.0f}s", "".join(log))
+    except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError) as e:
+        if time.monotonic() < deadline:
+            raise  # the daemon went away: not the task's fault, let the caller retry
+        raise BuildTimeoutError(f"build exceeded {timeout:.0f}s", "".join(log)) from e
+    except docker.errors.APIError as e:
+        raise BuildFailedError(f"build failed: {e}", "".join(log)) from e
+    finally:
+        stream.close()
+    if not image:
+        raise BuildFailedError("build finished without an image id", "".join(log))
+    return image
