@@ -5,20 +5,75 @@
 next; ``reject`` ends the candidate's trip with a ``CalibrationResult`` so the
 pool, planner and status see every outcome. Both derive the idempotency key from
 the candidate's, so a redelivered candidate republishes the same key.
+``check_route`` refuses, at startup, a route that would strand candidates.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
+
 import msgspec
+from nats.js import JetStreamContext
+from nats.js.errors import NotFoundError
 
 from aes_proto import subjects
 from aes_proto.messages import CalibrationResult, CandidateEnv, Verdict
 
-from aes_lib.service import Context
+from aes_lib.bus.streams import stream_for
+from aes_lib.service import Context, Service
 
 
 class RouteError(ValueError):
     """The verdict's stage is not the one at the head of the candidate's route."""
+
+
+class RouteConfigError(ValueError):
+    """``AES_ROUTE`` names a stage nothing consumes, or does not end on a stage that decides."""
+
+
+def stages_of(services: Iterable[type[Service]]) -> dict[str, bool]:
+    """Stage name -> whether it decides, for the given service classes that consume candidates."""
+    prefix = subjects.CANDIDATE_PREFIX + "."
+    return {s.subject[len(prefix):]: s.decides for s in services if s.subject.startswith(prefix)}
+
+
+async def live_stages(js: JetStreamContext) -> dict[str, bool]:
+    """Stage name -> decides, for every consumer of the candidate stream on the bus (a replica
+    records ``aes.decides`` in its consumer's metadata)."""
+    prefix = subjects.CANDIDATE_PREFIX + "."
+    try:
+        consumers = await js.consumers_info(stream_for(subjects.stage("x")))
+    except NotFoundError:
+        return {}
+    out: dict[str, bool] = {}
+    for c in consumers:
+        subject = c.config.filter_subject or ""
+        if subject.startswith(prefix):
+            out[subject[len(prefix):]] = (c.config.metadata or {}).get("aes.decides") == "1"
+    return out
+
+
+def check_route(route: Sequence[str], stages: Mapping[str, bool]) -> None:
+    """Refuse a route that would strand candidates: every stage must have a consumer, the
+    last must decide, and a deciding stage (which forwards nothing) must be last."""
+    shown = ",".join(route)
+    if not route:
+        raise RouteConfigError("AES_ROUTE is empty: list the admission stages, e.g. validate,contamination,calibrate")
+    if len(set(route)) != len(route):
+        raise RouteConfigError(f"AES_ROUTE={shown} names a stage twice")
+    missing = [s for s in route if s not in stages]
+    if missing:
+        raise RouteConfigError(
+            f"AES_ROUTE={shown}: nothing consumes stage(s) {', '.join(missing)} (known: {', '.join(sorted(stages))}); "
+            "start the gate's service first (aes service module:Class) or fix the name")
+    deciders = sorted(s for s, d in stages.items() if d)
+    if not stages[route[-1]]:
+        raise RouteConfigError(
+            f"AES_ROUTE={shown} ends on {route[-1]!r}, which only passes candidates on: end it on a stage that "
+            f"decides ({', '.join(deciders) or 'none known'})")
+    early = [s for s in route[:-1] if stages[s]]
+    if early:
+        raise RouteConfigError(f"AES_ROUTE={shown}: {', '.join(early)} decides and forwards nothing, so it must be last")
 
 
 def _check_head(candidate: CandidateEnv, verdict: Verdict) -> None:

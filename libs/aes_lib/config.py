@@ -50,6 +50,17 @@ def env_overrides(cls: type, prefix: str, error: type[Exception]) -> dict[str, o
     return values
 
 
+def _parse(f: dataclasses.Field, raw: str) -> object:
+    if f.name == "home":
+        return Path(raw)
+    if f.type == "float":
+        try:
+            return float(raw)
+        except ValueError:
+            raise ValueError(f"AES_{f.name.upper()}: expected a number, got {raw!r}") from None
+    return raw
+
+
 @dataclasses.dataclass(frozen=True)
 class Settings:
     """Where the shared infrastructure is and how to reach it.
@@ -90,7 +101,13 @@ class Settings:
     otlp_endpoint: str = ""
     """OTLP/HTTP traces endpoint (e.g. Jaeger's ``http://jaeger:4318``); empty: no export."""
     route: str = "validate,contamination,review,reset,calibrate"
-    """Admission stages in order (comma-separated); a domain gate is one more name."""
+    """Admission stages in order (comma-separated); a domain gate is one more name. Checked
+    at startup: every stage needs a consumer and the last must decide (``calibrate``)."""
+    io_deadline: float = 120.0
+    """Seconds one blob read or write may take before it counts as hung and is retried."""
+    budgets: str = ""
+    """Per-service delivery budgets overriding the built-in ones, e.g. ``validator=900,review=300``:
+    a delivery running longer is cancelled and redelivered."""
 
     @classmethod
     def from_env(cls, **overrides: object) -> "Settings":
@@ -100,12 +117,26 @@ class Settings:
         for f in dataclasses.fields(cls):
             raw = os.environ.get(f"AES_{f.name.upper()}")
             if raw is not None:
-                values[f.name] = Path(raw) if f.name == "home" else raw
+                values[f.name] = _parse(f, raw)
         values.update(overrides)
         home = Path(values["home"]) if "home" in values else _home()  # type: ignore[arg-type]
         for name, value in _stack_settings(home).items():
             values.setdefault(name, value)
         return cls(**values)  # type: ignore[arg-type]
+
+    def budget(self, service: str, default: float) -> float:
+        """Delivery budget of ``service``: its entry in ``budgets``, else ``default``."""
+        for item in filter(None, (x.strip() for x in self.budgets.split(","))):
+            name, sep, value = item.partition("=")
+            try:
+                seconds = float(value)
+            except ValueError:
+                seconds = 0.0
+            if not sep or seconds <= 0:
+                raise ValueError(f"AES_BUDGETS: expected name=seconds (seconds > 0), got {item!r}")
+            if name.strip() == service:
+                return seconds
+        return default
 
     @property
     def blob_location(self) -> str:

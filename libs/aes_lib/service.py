@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, ClassVar, Generic, Protocol, TypeVar
 from aes_proto.messages import Message
 
 if TYPE_CHECKING:
+    from nats.js import JetStreamContext
+
     from aes_lib.blobstore import BlobStore
     from aes_lib.config import Settings
 
@@ -24,6 +26,8 @@ class Context(Protocol):
 
     settings: "Settings"
     blobs: "BlobStore"
+    js: "JetStreamContext"
+    """For reading stream and consumer state (route checks); publish through ``publish``."""
 
     async def publish(self, subject: str, msg: Message) -> None:
         """Publish with ``Nats-Msg-Id = msg.idempotency_key`` and the current trace context."""
@@ -47,6 +51,12 @@ class Service(abc.ABC, Generic[M]):
     """Seconds without ack or heartbeat before redelivery (the runner heartbeats)."""
     concurrency: ClassVar[int] = 1
     """Messages handled at once by one replica."""
+    budget: ClassVar[float] = 600.0
+    """Seconds one delivery may run before the runner cancels it and redelivers the message
+    (``AES_BUDGETS`` overrides it per service); the heartbeat never extends a delivery past it."""
+    decides: ClassVar[bool] = False
+    """Whether this stage, last on an admission route, ends a candidate's trip with a final
+    result (the calibrator). A route must end on a stage that decides."""
 
     async def setup(self, ctx: Context) -> None:
         """Called once before the first message (load indexes, models...)."""

@@ -184,6 +184,7 @@ def up(settings: Settings, services: Mapping[str, str] | None = None, model: boo
     """
     from aes_services.registry import SERVICES, stack_services
 
+    product = services is None  # a caller's own set (a partial stack) carries its own route
     services = stack_services(settings.engine, settings.policy_mode) if services is None else services
     home = settings.home
     for d in ("nats", "logs", "blobs", "run"):
@@ -218,6 +219,8 @@ def up(settings: Settings, services: Mapping[str, str] | None = None, model: boo
         state.save(home)
 
     stack_settings = dataclasses.replace(settings, **state.settings)
+    if product:
+        _check_route(stack_settings)
     env = {**os.environ, **{f"AES_{k.upper()}": v for k, v in state.settings.items()}, "AES_HOME": str(home)}
     started: dict[str, subprocess.Popen] = {}
     for name, spec in services.items():
@@ -230,6 +233,26 @@ def up(settings: Settings, services: Mapping[str, str] | None = None, model: boo
     state.save(home)
     _await_services(started, home)
     return stack_settings
+
+
+def _check_route(settings: Settings) -> None:
+    """Refuse (``RouteConfigError``) a route the stack cannot carry to a decision; a stage
+    the built-in services do not consume may be served by a consumer already on the bus."""
+    import asyncio
+
+    from aes_lib.admission import check_route, live_stages
+    from aes_services.registry import builtin_stages
+
+    stages = builtin_stages()
+    if any(s not in stages for s in settings.route_stages):
+        from aes_lib.bus import Bus
+
+        async def live() -> dict[str, bool]:
+            async with await Bus.connect(settings, name="aes-route-check") as bus:
+                return await live_stages(bus.js)
+
+        stages = {**asyncio.run(live()), **stages}
+    check_route(settings.route_stages, stages)
 
 
 def _await_services(started: Mapping[str, subprocess.Popen], home: Path) -> None:
@@ -302,8 +325,9 @@ class Check:
 
 
 async def health(settings: Settings) -> list[Check]:
-    """Check NATS (connect with the credential, list streams), the blob store (write and
-    read back a probe), the model endpoint, and each service process of the stack."""
+    """Check NATS (connect with the credential, list streams), every replica's own report of
+    stuck handling, the blob store (write and read back a probe), the model endpoint, and
+    each service process of the stack."""
     import asyncio
 
     from aes_lib.bus import Bus, BusError
@@ -313,6 +337,7 @@ async def health(settings: Settings) -> list[Check]:
         async with await Bus.connect(settings, name="aes-health") as bus:
             names = [s.config.name for s in await bus.js.streams_info()]
             checks.append(Check("nats", True, f"{settings.nats_url}, {len(names)} streams"))
+            checks += await _check_handlers(bus)
     except BusError as e:
         checks.append(Check("nats", False, str(e)))
     checks.append(await asyncio.to_thread(_check_blobs, settings))
@@ -327,6 +352,17 @@ async def health(settings: Settings) -> list[Check]:
         else:
             checks.append(Check(f"service {name}", True, f"pid {pid}, consuming; log {log}"))
     return checks
+
+
+async def _check_handlers(bus) -> list[Check]:
+    """A replica that is alive but stuck: deliveries cancelled past their budget, hung I/O."""
+    import time
+
+    from aes_lib.bus.health import problems, read_health
+
+    now = time.time()
+    return [Check(f"handlers {r.service}", False, f"{r.host} pid {r.pid}: {'; '.join(found)}")
+            for r in await read_health(bus) if (found := problems(r, now))]
 
 
 def _check_blobs(settings: Settings) -> Check:

@@ -343,16 +343,30 @@ class LearnerStats(Message, frozen=True):
     """Samples dropped since the last update for being older than the allowed policy lag."""
 
 
-class DeadLetter(Message, frozen=True):
-    """A message that failed ``max_deliver`` times, with its last error."""
+class DeadLetter(Message, frozen=True, kw_only=True):
+    """A message a service gave up on, why, and its bytes for ``aes dlq replay``."""
 
     subject: str
+    """Subject the message was published on (where a replay sends it back)."""
     stream: str
     consumer: str
+    """Durable consumer (service) that gave up."""
     deliveries: int
+    fault: Literal["malformed", "transient", "error", "deadline", "unacked"] = "error"
+    """Why: ``malformed`` bytes no delivery can decode; ``transient`` infrastructure faults
+    (store, Docker, model endpoint) still failing after every retry; ``error`` an unexpected
+    exception on every delivery; ``deadline`` the handler ran past its stage budget on the
+    last delivery; ``unacked`` no ack at all (the handler's process died each time)."""
     error: str
-    data: bytes
+    """The last error, one line."""
+    data: bytes = b""
+    """The message's bytes, when they fit beside this record on the bus; else empty and
+    ``payload`` holds them."""
+    payload: BlobRef | None = None
+    """The message's bytes in the blob store, for a message too large to copy onto the bus."""
     headers: dict[str, str] = {}
+    source_sequence: int = 0
+    """Sequence of the message in ``stream`` (0 when unknown)."""
 
 
 class PoolReview(Message, frozen=True):

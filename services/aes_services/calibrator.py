@@ -33,6 +33,9 @@ class CalibratorService(SolverBackedService[CandidateEnv]):
     subject = subjects.stage("calibrate")
     message_type = CandidateEnv
     ack_wait = 120.0
+    budget = 3600.0
+    """Up to eight solver rollouts and a diagnostic one, one after another."""
+    decides = True
 
     async def handle(self, msg: CandidateEnv, ctx: Context) -> None:
         assert self.runner is not None and self.config is not None

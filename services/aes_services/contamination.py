@@ -8,31 +8,24 @@ stack without a held-out benchmark copy still runs and the gap stays visible.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import tempfile
 
 from aes_proto import subjects
 from aes_proto.messages import BlobRef, CandidateEnv, ContaminationResult, Verdict
 
-from aes_lib.admission import forward, reject
-from aes_lib.bundle import BundleError, unpack
+from aes_lib import faults
+from aes_lib.bundle import Task
 from aes_lib.contamination import DEFAULT_N, KV_BUCKET, Match, NgramIndex, load_index, registered
-from aes_lib.service import Context, Service
+from aes_lib.gate import Gate, Judgement
+from aes_lib.service import Context
 
 GATE = "contamination"
 log = logging.getLogger(__name__)
 
 
-def _instruction(data: bytes) -> str:
-    with tempfile.TemporaryDirectory(prefix="aes-contamination-") as tmp:
-        return unpack(data, tmp).instruction
-
-
-class ContaminationService(Service[CandidateEnv]):
-    name = GATE
-    subject = subjects.stage(GATE)
-    message_type = CandidateEnv
+class ContaminationService(Gate):
+    stage = GATE
+    budget = 300.0
 
     def __init__(self) -> None:
         self._ref: BlobRef | None = None
@@ -41,35 +34,30 @@ class ContaminationService(Service[CandidateEnv]):
     async def _current_index(self, ctx: Context) -> NgramIndex | None:
         ref = await registered(await ctx.kv(KV_BUCKET))
         if ref != self._ref:
-            self._index = None if ref is None else await asyncio.to_thread(load_index, ctx.blobs, ref)
+            self._index = None if ref is None else await faults.call(
+                load_index, ctx.blobs, ref, deadline=ctx.settings.io_deadline, what=f"{GATE}: read index {ref.key}")
             self._ref = ref
             log.info("contamination index: %s", ref.key if ref else "none registered")
         return self._index
 
-    async def handle(self, msg: CandidateEnv, ctx: Context) -> None:
+    async def judge(self, task: Task, candidate: CandidateEnv, ctx: Context) -> Judgement:
         index = await self._current_index(ctx)
-        data = await asyncio.to_thread(ctx.blobs.get_bytes, msg.bundle)
-        try:
-            instruction = await asyncio.to_thread(_instruction, data)
-        except BundleError as e:
-            verdict, match = Verdict(stage=GATE, ok=False, reason="invalid_bundle", detail=str(e)), None
-        else:
-            verdict, match = judge(index, instruction)
+        verdict, match = verdict_of(index, task.instruction)
+        return Judgement(verdict, (index, match))
+
+    async def record(self, candidate: CandidateEnv, judgement: Judgement, ctx: Context) -> None:
+        index, match = judgement.evidence or (self._index, None)
         await ctx.publish(
             subjects.RESULT_CONTAMINATION,
             ContaminationResult(
-                idempotency_key=f"{msg.idempotency_key}:{GATE}", episode_id=msg.episode_id, env_id=msg.env_id,
-                ok=verdict.ok, matched_ngram=match.ngram if match else "",
+                idempotency_key=f"{candidate.idempotency_key}:{GATE}", episode_id=candidate.episode_id,
+                env_id=candidate.env_id, ok=judgement.verdict.ok, matched_ngram=match.ngram if match else "",
                 heldout_task=match.heldout_id if match else "", n=index.n if index else DEFAULT_N,
             ),
         )
-        if verdict.ok:
-            await forward(ctx, msg, verdict)
-        else:
-            await reject(ctx, msg, verdict)
 
 
-def judge(index: NgramIndex | None, instruction: str) -> tuple[Verdict, Match | None]:
+def verdict_of(index: NgramIndex | None, instruction: str) -> tuple[Verdict, Match | None]:
     """The gate's verdict on one instruction, and the shared n-gram when there is one."""
     if index is None:
         detail = "no held-out index registered: run `aes contamination index SRC`"

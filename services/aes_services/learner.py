@@ -72,6 +72,8 @@ class LearnerService(Service[TrajectoryRef]):
     subject = subjects.TRAJECTORIES
     message_type = TrajectoryRef
     ack_wait = 120.0
+    budget = 3600.0
+    """One trajectory in; an optimizer step on CPU with a full batch may take many minutes."""
     policy: ClassVar[PolicyName] = "shared"
     """Which policy this learner trains: ``shared`` takes both roles' samples."""
 

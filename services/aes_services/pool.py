@@ -80,6 +80,8 @@ class PoolReviewService(SolverBackedService[PoolReview]):
     subject = subjects.POOL_REVIEW
     message_type = PoolReview
     ack_wait = 120.0
+    budget = 14400.0
+    """Reruns the solver on every pooled task."""
 
     async def handle(self, msg: PoolReview, ctx: Context) -> None:
         if msg.step != "review":

@@ -15,6 +15,7 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from aes_lib.admission import check_route, live_stages
 from aes_lib.agents import history
 from aes_lib.agents.proposer.baselines import BaselineLimits, generate
 from aes_lib.agents.proposer.candidate import (
@@ -34,6 +35,7 @@ from aes_lib.sandbox import ImageCache
 from aes_lib.service import Context, Service
 from aes_proto import subjects
 from aes_proto.messages import Assignment
+from aes_services.registry import builtin_stages
 
 
 class ProposerEndpointError(ValueError):
@@ -75,9 +77,13 @@ class ProposerService(Service[Assignment]):
     subject = subjects.ASSIGNMENT
     message_type = Assignment
     ack_wait = 120.0
+    budget = 7200.0
+    """An agentic episode may take ``AES_PROPOSER_TIME_LIMIT_S`` (1800 s) per proposal."""
     max_deliver = 3
 
     async def setup(self, ctx: Context) -> None:
+        # Candidates follow AES_ROUTE: refuse to start on one that would strand them.
+        check_route(ctx.settings.route_stages, {**await live_stages(ctx.js), **builtin_stages()})
         self.config = ProposerConfig.from_env()
         self.client = proposer_client(ctx.settings)
         self.solver_client = ChatClient(ctx.settings.model_url, ctx.settings.model) if ctx.settings.model_url else None

@@ -1,5 +1,7 @@
 """Service names as run by ``aes service NAME`` and started by ``aes up``."""
 
+import importlib
+
 SERVICES: dict[str, str] = {
     "validator": "aes_services.validator:ValidatorService",
     "calibrator": "aes_services.calibrator:CalibratorService",
@@ -36,3 +38,19 @@ def stack_services(engine: str, policy_mode: str) -> dict[str, str]:
     skip = set(TRAINING) if engine != "torch" else (
         {"learner"} if policy_mode == "separate" else set(SEPARATE_LEARNERS))
     return {name: spec for name, spec in SERVICES.items() if name not in skip}
+
+ADMISSION = ("validator", "contamination", "review", "reset", "calibrator")
+"""The built-in services that consume admission stages (``aes.candidate.<stage>``)."""
+
+
+def service_class(spec: str) -> type:
+    """The class named by ``module:Class``."""
+    module, _, cls = spec.partition(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+def builtin_stages() -> dict[str, bool]:
+    """Stage name -> whether it decides, for the built-in admission services."""
+    from aes_lib.admission import stages_of
+
+    return stages_of(service_class(SERVICES[name]) for name in ADMISSION)

@@ -24,23 +24,21 @@ import os
 import posixpath
 import re
 import tarfile
-import tempfile
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import NamedTuple
 
 import docker
 import docker.errors
-import requests.exceptions
 
-from aes_proto import subjects
-from aes_proto.messages import CandidateEnv, GateResult, Verdict
+from aes_proto.messages import CandidateEnv, Verdict
 
-from aes_lib.admission import forward, reject
-from aes_lib.bundle import BundleError, Task, unpack
+from aes_lib.bundle import Task
+from aes_lib.gate import Gate
 from aes_lib.sandbox.container import MANAGED_LABEL, owner_labels
-from aes_lib.sandbox.images import BuildFailedError, BuildTimeoutError
-from aes_lib.service import Context, Service
+from aes_lib.sandbox.images import BuildFailedError, build_image
+from aes_lib.service import Context
 
 GATE = "reset"
 
@@ -195,29 +193,10 @@ def _describe(path: str, a: Manifest, b: Manifest) -> str:
 
 
 def build_fresh(client: docker.DockerClient, context: str, timeout: float) -> str:
-    """Build ``context`` with the cache off; returns the image id (labelled for cleanup).
-
-    Like ``ImageCache`` (whose builds are cached by design): the HTTP read timeout
-    bounds the build, and the daemon cancels a build whose client has gone.
-    """
-    log: list[str] = []
-    image = ""
-    try:
-        for chunk in client.api.build(
-            path=context, nocache=True, rm=True, forcerm=True, decode=True, pull=False, timeout=timeout,
-            labels={MANAGED_LABEL: "1", "aes.reset": uuid.uuid4().hex},  # unique: never the base image
-        ):
-            log.append(chunk.get("stream", ""))
-            if "error" in chunk:
-                raise BuildFailedError(f"build failed: {chunk['error'].strip()}", "".join(log))
-            image = chunk.get("aux", {}).get("ID", image)
-    except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError) as e:
-        raise BuildTimeoutError(f"build exceeded {timeout:.0f}s", "".join(log)) from e
-    except docker.errors.APIError as e:
-        raise BuildFailedError(f"build failed: {e}", "".join(log)) from e
-    if not image:
-        raise BuildFailedError("build finished without an image id", "".join(log))
-    return image
+    """Build ``context`` with the cache off; returns the image id."""
+    # Unique (never the base image) and owned: the reaper removes it if this process dies mid-build.
+    labels = {MANAGED_LABEL: "1", "aes.reset": uuid.uuid4().hex, **owner_labels()}
+    return build_image(client, Path(context), timeout, nocache=True, labels=labels)
 
 
 def _snapshot(client: docker.DockerClient, image: str, roots: tuple[str, ...]) -> Manifest:
@@ -262,36 +241,18 @@ def check_reset(
     )
 
 
-class ResetGateService(Service[CandidateEnv]):
+class ResetGateService(Gate):
     """Admission stage ``reset``: passes reproducible environments, rejects the rest."""
 
-    name = GATE
-    subject = subjects.stage(GATE)
-    message_type = CandidateEnv
+    stage = GATE
     ack_wait = 120.0
+    budget = 4000.0
+    """Two uncached builds, each capped at 1800 s, then two snapshots."""
 
     async def setup(self, ctx: Context) -> None:
         self.client = docker.from_env()
         self.extra_paths = tuple(p.strip() for p in os.environ.get("AES_RESET_PATHS", "").split(",") if p.strip())
 
-    async def handle(self, msg: CandidateEnv, ctx: Context) -> None:
-        data = await asyncio.to_thread(ctx.blobs.get_bytes, msg.bundle)
-        with tempfile.TemporaryDirectory(prefix="aes-reset-") as tmp:
-            try:
-                task = unpack(data, tmp)
-            except BundleError as e:
-                report = ResetReport(False, "invalid_bundle", str(e))
-            else:
-                report = await asyncio.to_thread(check_reset, task, self.client, self.extra_paths)
-        await ctx.publish(
-            subjects.RESULT_GATE,
-            GateResult(
-                idempotency_key=f"{msg.idempotency_key}:{GATE}", episode_id=msg.episode_id,
-                env_id=msg.env_id, gate=GATE, ok=report.ok, reason=report.reason, detail=report.detail,
-            ),
-        )
-        verdict = Verdict(stage=GATE, ok=report.ok, reason=report.reason, detail=report.detail)
-        if report.ok:
-            await forward(ctx, msg, verdict)
-        else:
-            await reject(ctx, msg, verdict)
+    async def judge(self, task: Task, candidate: CandidateEnv, ctx: Context) -> Verdict:
+        report = await asyncio.to_thread(check_reset, task, self.client, self.extra_paths)
+        return Verdict(stage=GATE, ok=report.ok, reason=report.reason, detail=report.detail)

@@ -10,18 +10,14 @@ redelivers the candidate later.
 
 from __future__ import annotations
 
-import asyncio
-import tempfile
-from pathlib import Path
-
 from aes_proto import subjects
 from aes_proto.messages import CandidateEnv, ReviewResult, Verdict
 
-from aes_lib.admission import forward, reject
-from aes_lib.bundle import BundleError, unpack
+from aes_lib.bundle import Task
+from aes_lib.gate import Gate, Judgement
 from aes_lib.models import ChatClient
 from aes_lib.review import Review, ReviewSettings, review_task
-from aes_lib.service import Context, Service
+from aes_lib.service import Context
 
 GATE = "review"
 
@@ -41,11 +37,10 @@ def verdict_of(review: Review, enforce: bool) -> Verdict:
     return Verdict(stage=GATE, ok=not enforce, reason="criteria_failed", detail=f"{mode}: {failed}")
 
 
-class ReviewService(Service[CandidateEnv]):
-    name = GATE
-    subject = subjects.stage(GATE)
-    message_type = CandidateEnv
+class ReviewService(Gate):
+    stage = GATE
     ack_wait = 120.0
+    budget = 900.0
 
     async def setup(self, ctx: Context) -> None:
         if not ctx.settings.model_url:
@@ -53,29 +48,21 @@ class ReviewService(Service[CandidateEnv]):
         self.settings = ReviewSettings.from_env()
         self.client = ChatClient(ctx.settings.model_url, ctx.settings.model)
 
-    async def handle(self, msg: CandidateEnv, ctx: Context) -> None:
-        data = await asyncio.to_thread(ctx.blobs.get_bytes, msg.bundle)
-        with tempfile.TemporaryDirectory(prefix="aes-review-") as tmp:
-            try:
-                await asyncio.to_thread(unpack, data, Path(tmp) / "task")
-            except BundleError as e:
-                review = None
-                verdict = Verdict(stage=GATE, ok=False, reason="invalid_bundle", detail=str(e))
-            else:
-                review = await review_task(Path(tmp) / "task", self.client, self.settings)
-                verdict = verdict_of(review, self.settings.enforce)
+    async def judge(self, task: Task, candidate: CandidateEnv, ctx: Context) -> Judgement:
+        review = await review_task(task.root, self.client, self.settings)
+        return Judgement(verdict_of(review, self.settings.enforce), review)
+
+    async def record(self, candidate: CandidateEnv, judgement: Judgement, ctx: Context) -> None:
+        review: Review | None = judgement.evidence
         await ctx.publish(
             subjects.RESULT_REVIEW,
             ReviewResult(
-                idempotency_key=f"{msg.idempotency_key}:{GATE}", episode_id=msg.episode_id, env_id=msg.env_id,
+                idempotency_key=f"{candidate.idempotency_key}:{GATE}", episode_id=candidate.episode_id,
+                env_id=candidate.env_id,
                 ok=review is not None and not review.error and not review.failed,
                 enforced=self.settings.enforce,
                 criteria=review.criteria if review else (),
                 model=self.client.model,
-                error=review.error if review else verdict.detail,
+                error=review.error if review else judgement.verdict.detail,
             ),
         )
-        if verdict.ok:
-            await forward(ctx, msg, verdict)
-        else:
-            await reject(ctx, msg, verdict)

@@ -55,6 +55,7 @@ class TrainingRolloutService(Service[RolloutRequest]):
     subject = subjects.ROLLOUT_REQUEST
     message_type = RolloutRequest
     ack_wait = 120.0
+    budget = 1800.0
     concurrency = 4
     """Attempts in flight per replica: the torch engine decodes concurrent requests together."""
 

@@ -15,7 +15,9 @@ from gate_tasks import write_task
 from replay_server import ReplayServer  # a replay/fault server standing in for a model
 
 from aes_proto import decode, subjects
-from aes_proto.messages import CalibrationResult, CandidateEnv, ContaminationResult, GateResult, ReviewResult
+from aes_proto.messages import (
+    CalibrationResult, CandidateEnv, ContaminationResult, DeadLetter, GateResult, ReviewResult,
+)
 
 from aes_lib.bus import stream_for
 from aes_lib.bundle import pack
@@ -175,3 +177,19 @@ async def test_reset_gate_rejects_a_build_time_stamp(fresh_nats, bus, tmp_path):
     verdict = _rejections(rejected)["as-stamped"].verdicts[-1]
     assert verdict.stage == "reset" and verdict.reason == "state_differs" and "/app/data.txt" in verdict.detail
     assert {g.idempotency_key: g.ok for g in gates} == {"stable:reset": True, "stamped:reset": False}
+
+
+async def test_review_gate_waits_out_a_model_outage_instead_of_judging(fresh_nats, bus, tmp_path):
+    """Six 503s outlast the client's four tries: the delivery fails as a transient fault and the
+    redelivery gets the real review; no verdict, rejection or dead letter comes from the outage."""
+    route = ("review", "calibrate")
+    with ReplayServer([_answer()], fail_first=6) as srv:
+        settings = dataclasses.replace(fresh_nats, model_url=srv.url, model="replay")
+        async with running(settings, ReviewService()), NextStage(bus, "calibrate") as nxt:
+            await bus.publish(subjects.stage("review"), _candidate(bus.blobs, _task(tmp_path, "t", CLEAN), route, "out"))
+            fwd = await asyncio.wait_for(nxt.take(), 90)
+    assert [(v.stage, v.ok, v.reason) for v in fwd.verdicts] == [("review", True, "ok")]
+    [review] = await bus.history(subjects.RESULT_REVIEW, ReviewResult)
+    assert review.ok and review.error == ""
+    assert await bus.history(subjects.RESULT_CALIBRATION, CalibrationResult) == []
+    assert await bus.history("aes.dlq.>", DeadLetter) == []

@@ -60,6 +60,9 @@ async def test_sigkills_lose_no_sample_and_train_none_twice(fresh_nats, bus, wor
                AES_TRAINING_MAX_TURNS="1", AES_TRAINING_MAX_TOKENS="32", AES_TRAINING_TEMPERATURE="0.7",
                AES_LEARNER_MODEL_PATH=str(word_policy), AES_LEARNER_GROUPS_PER_BATCH="1", AES_LEARNER_LR="1e-3",
                AES_LEARNER_KEEP_CHECKPOINTS="2",
+               # Kill safety, not staleness: restarts let the learner race ahead of the engine, and a
+               # group sampled too many versions back would be dropped by design, not trained.
+               AES_LEARNER_MAX_POLICY_LAG="1000",
                AES_TEST_ACK_WAIT="6", PYTHONPATH=os.pathsep.join([str(FLYWHEEL), os.environ.get("PYTHONPATH", "")]))
     victims = ("learner", "rollouts")
     procs = {name: _spawn(name, env, logs) for name in victims}

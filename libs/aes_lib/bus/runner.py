@@ -1,11 +1,12 @@
 """Run one ``Service``: a durable pull consumer shared by its replicas.
 
 Per message: decode, call the handler inside a span joined to the publisher's
-trace, heartbeat ``in_progress`` while it runs, ack on success, nak with backoff
-when it raises. Once a message has failed ``max_deliver`` times, or cannot be
-decoded at all, it is published to ``aes.dlq.<service>`` as a ``DeadLetter`` and
-acked. A replica that dies mid-message stops heartbeating; after ``ack_wait``
-JetStream hands the message to another replica.
+trace and within the service's budget, heartbeat ``in_progress`` while it runs,
+ack on success, nak with backoff when it raises or overruns (the fault policy is
+``aes_lib.faults``). Once a message has failed ``max_deliver`` times, or cannot be
+decoded at all, it is published to ``aes.dlq.<service>`` as a ``DeadLetter`` saying
+which fault ended it, and acked. A replica that dies mid-message stops
+heartbeating; after ``ack_wait`` JetStream hands the message to another replica.
 """
 
 from __future__ import annotations
@@ -25,12 +26,13 @@ from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from aes_proto.codec import MessageError, decode
+from aes_proto.codec import MessageError, decode, encode
 from aes_proto.messages import DeadLetter
 from aes_proto.subjects import DEAD_LETTER_PREFIX
 
-from aes_lib import telemetry
+from aes_lib import faults, telemetry
 from aes_lib.bus.client import Bus
+from aes_lib.bus.health import HealthReporter
 from aes_lib.bus.streams import stream_for
 from aes_lib.service import Service
 
@@ -41,6 +43,11 @@ log = logging.getLogger("aes.bus")
 
 FETCH_WAIT = 1.0
 """Seconds one fetch waits for work; bounds how long a stop request goes unnoticed."""
+ENVELOPE = 4096
+"""Bytes a ``DeadLetter`` adds around the message it carries (headers, error, ids):
+a message that leaves less than this under the server's max payload goes to the blob store."""
+MAX_ERROR = 2000
+"""Characters of an error kept in a dead letter."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,6 +79,8 @@ def consumer_config(service: Service) -> ConsumerConfig:
         ack_wait=service.ack_wait,
         max_deliver=service.max_deliver + 1,
         max_ack_pending=max(1000, service.concurrency * 4),
+        # Read by route checks (``aes_lib.admission.check_route``) for stages not built in.
+        metadata={"aes.decides": "1" if service.decides else "0"},
     )
 
 
@@ -82,16 +91,20 @@ class _Runner:
         self.backoff = backoff
         self.stream = stream_for(service.subject)
         self.tracer = telemetry.tracer()
+        self.budget = bus.settings.budget(service.name, service.budget)
+        self.health = HealthReporter(bus, service.name)
 
     async def run(self, stop: asyncio.Event, on_ready: Callable[[], None] | None = None) -> None:
         svc = self.service
         await self.bus.js.add_consumer(self.stream, consumer_config(svc))
         sub = await self.bus.js.pull_subscribe_bind(durable=svc.name, stream=self.stream)
         await svc.setup(self.bus)
-        log.info("%s: consuming %s (stream %s)", svc.name, svc.subject, self.stream)
+        log.info("%s: consuming %s (stream %s), budget %gs per delivery", svc.name, svc.subject, self.stream,
+                 self.budget)
         if on_ready is not None:
             on_ready()
         inflight: set[asyncio.Task[None]] = set()
+        reporting = asyncio.create_task(self.health.run(stop))
         try:
             while not stop.is_set():
                 free = svc.concurrency - len(inflight)
@@ -110,6 +123,8 @@ class _Runner:
             # Graceful drain: let in-flight handlers finish and ack before leaving.
             if inflight:
                 await asyncio.gather(*inflight, return_exceptions=True)
+            reporting.cancel()
+            await self.health.remove()
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
 
@@ -137,30 +152,41 @@ class _Runner:
         ) as span:
             if deliveries > svc.max_deliver:
                 await self.dead_letter(
-                    msg, f"no ack after {deliveries - 1} deliveries: the handler crashed or ran past ack_wait"
+                    msg, "unacked", f"no ack after {deliveries - 1} deliveries: the handler's process died each time"
                 )
                 return
             try:
                 decoded = decode(msg.data, svc.message_type)
             except MessageError as e:
                 span.set_status(Status(StatusCode.ERROR, str(e)))
-                await self.dead_letter(msg, str(e))  # redelivery cannot fix a malformed message
+                await self.dead_letter(msg, "malformed", str(e))  # redelivery cannot fix a malformed message
                 return
             heartbeat = asyncio.create_task(self._heartbeat(msg))
             try:
-                await svc.handle(decoded, self.bus)
+                async with asyncio.timeout(self.budget) as deadline:
+                    await svc.handle(decoded, self.bus)
             except Exception as e:
+                if isinstance(e, TimeoutError) and deadline.expired():
+                    fault = "deadline"
+                    error = f"cancelled after its {self.budget:g}s budget"
+                    await self.health.overrun(msg.subject, msg.metadata.sequence.stream, self.budget)
+                else:
+                    fault, error = faults.classify(e), "".join(traceback.format_exception_only(e)).strip()
                 span.record_exception(e)
-                span.set_status(Status(StatusCode.ERROR, repr(e)))
-                log.warning("%s: delivery %d of %s failed", svc.name, deliveries, msg.subject, exc_info=True)
+                span.set_status(Status(StatusCode.ERROR, f"{fault}: {error}"))
+                log.warning("%s: delivery %d of %s failed (%s): %s", svc.name, deliveries, msg.subject, fault, error,
+                            exc_info=fault == "error")
                 if deliveries >= svc.max_deliver:
-                    await self.dead_letter(msg, "".join(traceback.format_exception_only(e)).strip())
+                    await self.dead_letter(msg, fault, error)
                 else:
                     await msg.nak(delay=self.backoff.delay(deliveries))
+                    self.health.settled()
+                    await self.health.publish()  # e.g. an I/O call now hung past its deadline
                 return
             finally:
                 heartbeat.cancel()
             await msg.ack()
+            self.health.settled()
 
     async def _heartbeat(self, msg: Msg) -> None:
         while True:
@@ -172,7 +198,7 @@ class _Runner:
                 # eventual ack fails the same way and is logged by ``guarded``.
                 return
 
-    async def dead_letter(self, msg: Msg, error: str) -> None:
+    async def dead_letter(self, msg: Msg, fault: str, error: str) -> None:
         md = msg.metadata
         letter = DeadLetter(
             # Per consumer: two services reading one limits stream may both give up on a message.
@@ -182,13 +208,22 @@ class _Runner:
             stream=self.stream,
             consumer=self.service.name,
             deliveries=md.num_delivered,
-            error=error,
+            fault=fault,  # type: ignore[arg-type]  # one of DeadLetter.fault's literals
+            error=error[:MAX_ERROR],
             data=msg.data,
             headers={k: v for k, v in (msg.headers or {}).items()},
+            source_sequence=md.sequence.stream,
         )
+        if len(encode(letter)) > self.bus.nc.max_payload - ENVELOPE:
+            # Too big to copy onto the bus beside its envelope: keep the bytes in the store.
+            ref = await faults.call(self.bus.blobs.put_content, "dead-letters", msg.data, ".msgpack",
+                                    deadline=self.bus.settings.io_deadline, what="dead-letter payload write")
+            letter = msgspec.structs.replace(letter, data=b"", payload=ref)
         await self.bus.publish(dead_letter_subject(self.service.name), letter)
-        log.error("%s: dead-lettered %s after %d deliveries: %s", self.service.name, msg.subject, md.num_delivered, error)
+        log.error("%s: dead-lettered %s after %d deliveries (%s): %s", self.service.name, msg.subject,
+                  md.num_delivered, fault, error)
         await msg.ack()  # handled, by dead-lettering
+        await self.health.dead_lettered()
 
 
 def _episode_id(data: bytes) -> str:
@@ -235,7 +270,11 @@ async def run_service(
     try:
         await serve(service, bus, stop, backoff, on_ready)
     finally:
-        await bus.close()
+        try:
+            await bus.close()
+        except (nats.errors.Error, asyncio.TimeoutError) as e:
+            # e.g. the server restarted while draining: unacked work is redelivered anyway.
+            log.warning("%s: connection closed uncleanly: %s", service.name, e)
         await asyncio.to_thread(telemetry.flush)
         for sig in signals:
             loop.remove_signal_handler(sig)

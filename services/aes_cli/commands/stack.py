@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 import logging
 import signal
 import subprocess
@@ -21,8 +20,13 @@ from aes_lib.config import Settings
 
 def _up(args: argparse.Namespace) -> int:
     from aes_lib import stack
+    from aes_lib.admission import RouteConfigError
 
-    settings = stack.up(Settings.from_env(), model=not args.no_model)
+    try:
+        settings = stack.up(Settings.from_env(), model=not args.no_model)
+    except RouteConfigError as e:
+        print(f"aes up: {e}", file=sys.stderr)
+        return 2
     print(f"stack up in {settings.home}: NATS {settings.nats_url}, blobs {settings.blob_location}, "
           f"model {settings.model_url or '-'}; logs in {settings.home / 'logs'}")
     return _report(asyncio.run(stack.health(settings)))
@@ -52,13 +56,12 @@ def _report(checks: list) -> int:
 
 def load_service(target: str):
     """The ``Service`` class for a registered name or a ``module:Class`` spec."""
-    from aes_services.registry import SERVICES
+    from aes_services.registry import SERVICES, service_class
 
     spec = SERVICES.get(target, target)
-    module, sep, cls = spec.partition(":")
-    if not sep:
+    if ":" not in spec:
         raise SystemExit(f"unknown service {target!r}: one of {', '.join(sorted(SERVICES))}, or module:Class")
-    return getattr(importlib.import_module(module), cls)
+    return service_class(spec)
 
 
 def _service(args: argparse.Namespace) -> int:

@@ -1,0 +1,98 @@
+"""``Gate``: an admission stage that judges one unpacked task; the base does the rest.
+
+Per candidate the base fetches the bundle (with the I/O deadline; a store fault is
+transient and redelivers, see ``aes_lib.faults``), checks that ``env_id`` is the
+bundle's sha256, unpacks it off the event loop under ``limits``, maps bad bundle
+bytes to an ``invalid_bundle`` verdict, asks ``judge``, publishes the gate's result
+record and forwards or rejects along the route. A new domain gate is a subclass
+with a ``stage`` name and a ``judge``; run it with ``aes service module:Class`` and
+add the name to ``AES_ROUTE``.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import dataclasses
+import hashlib
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, ClassVar
+
+from aes_proto import subjects
+from aes_proto.messages import CandidateEnv, GateResult, Verdict
+
+from aes_lib import faults
+from aes_lib.admission import forward, reject
+from aes_lib.bundle import BundleError, BundleLimits, Task, unpack
+from aes_lib.service import Context, Service
+
+
+@dataclasses.dataclass(frozen=True)
+class Judgement:
+    """A gate's verdict and, for its own result record, whatever evidence backs it."""
+
+    verdict: Verdict
+    evidence: Any = None
+    """Gate-specific (a validation report, a review, an n-gram match); None for a bad bundle."""
+
+
+class Gate(Service[CandidateEnv], abc.ABC):
+    """Subclass, set ``stage``, implement ``judge``; override ``record`` for a richer result."""
+
+    stage: ClassVar[str]
+    """Route name; the gate consumes ``aes.candidate.<stage>`` with a durable of the same name."""
+    message_type = CandidateEnv
+    limits: BundleLimits = BundleLimits()
+    """Unpacking limits (size, files, paths) applied to every bundle."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "stage" in cls.__dict__:
+            cls.subject = subjects.stage(cls.stage)
+            if "name" not in cls.__dict__:
+                cls.name = cls.stage
+
+    @abc.abstractmethod
+    async def judge(self, task: Task, candidate: CandidateEnv, ctx: Context) -> Judgement | Verdict:
+        """Judge the unpacked task. Raise for an infrastructure fault (it is retried, never a
+        verdict); return a failing verdict only for what is wrong with the task itself."""
+
+    async def record(self, candidate: CandidateEnv, judgement: Judgement, ctx: Context) -> None:
+        """Publish this gate's result record; by default a ``GateResult``."""
+        v = judgement.verdict
+        await ctx.publish(subjects.RESULT_GATE, GateResult(
+            idempotency_key=f"{candidate.idempotency_key}:{self.stage}", episode_id=candidate.episode_id,
+            env_id=candidate.env_id, gate=self.stage, ok=v.ok, reason=v.reason, detail=v.detail,
+        ))
+
+    async def handle(self, msg: CandidateEnv, ctx: Context) -> None:
+        judgement = await self._judged(msg, ctx)
+        await self.record(msg, judgement, ctx)
+        if judgement.verdict.ok:
+            await forward(ctx, msg, judgement.verdict)
+        else:
+            await reject(ctx, msg, judgement.verdict)
+
+    async def _judged(self, msg: CandidateEnv, ctx: Context) -> Judgement:
+        data = await faults.call(ctx.blobs.get_bytes, msg.bundle, deadline=ctx.settings.io_deadline,
+                                 what=f"{self.stage}: read bundle {msg.bundle.key}")
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != msg.env_id:
+            return self.invalid(f"env_id {msg.env_id[:12]} is not the bundle's sha256 {digest[:12]}")
+        tmp = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix=f"aes-{self.stage}-"))
+        try:
+            try:
+                task = await asyncio.to_thread(unpack, data, tmp / "task", self.limits)
+            except BundleError as e:
+                return self.invalid(f"{type(e).__name__}: {e}")
+            out = await self.judge(task, msg, ctx)
+            return out if isinstance(out, Judgement) else Judgement(out)
+        finally:
+            await asyncio.to_thread(shutil.rmtree, tmp, True)
+
+    def invalid(self, detail: str) -> Judgement:
+        """The candidate's own bytes are bad: a permanent verdict."""
+        return Judgement(Verdict(stage=self.stage, ok=False, reason="invalid_bundle", detail=detail))
+
