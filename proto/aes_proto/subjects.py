@@ -19,6 +19,12 @@ def stage(name: str) -> str:
     return f"{CANDIDATE_PREFIX}.{name}"
 
 
+def on_admission_path(subject: str) -> bool:
+    """Whether a message on ``subject`` carries an assignment or its candidate, so that a
+    dead letter of it ends the episode (unlike a side consumer's, e.g. stats or learner)."""
+    return subject == ASSIGNMENT or subject.startswith(CANDIDATE_PREFIX + ".")
+
+
 RESULT_VALIDATION = "aes.result.validation"
 RESULT_CONTAMINATION = "aes.result.contamination"
 RESULT_REVIEW = "aes.result.review"

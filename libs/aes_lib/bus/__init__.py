@@ -4,17 +4,22 @@
         await bus.publish(subjects.ASSIGNMENT, assignment)
     await run_service(MyService(), settings)           # until SIGTERM
 
-See ``runner`` for delivery semantics and ``client`` for publishing.
+See ``runner`` for delivery semantics, ``client`` for publishing and reading back,
+``deadletters`` for what the runner gave up on.
 """
 
-from aes_lib.bus.client import Bus, connect
+from aes_lib.bus.client import Bus, History, connect
+from aes_lib.bus.deadletters import DeadLetterError, StoredLetter
 from aes_lib.bus.errors import BusAuthError, BusError, BusUnavailableError, UnknownSubjectError
 from aes_lib.bus.runner import Backoff, consumer_config, dead_letter_subject, run_service, serve
 from aes_lib.bus.streams import ensure_streams, stream_for
 
 __all__ = [
     "Bus",
+    "History",
     "connect",
+    "DeadLetterError",
+    "StoredLetter",
     "Backoff",
     "BusError",
     "BusAuthError",

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, TypeVar
 
 import nats
 from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, PubAck
 from nats.js.errors import BucketNotFoundError
 from nats.js.kv import KeyValue
 
-from aes_proto.codec import decode, encode
+from aes_proto.codec import MessageError, decode, encode
 from aes_proto.messages import Message
 
 from aes_lib import telemetry
@@ -23,6 +26,9 @@ if TYPE_CHECKING:
     from aes_lib.config import Settings
 
 M = TypeVar("M", bound=Message)
+T = TypeVar("T")
+
+log = logging.getLogger("aes.bus")
 
 INITIAL_ATTEMPTS = 4
 """Connection attempts before ``connect`` gives up on an unreachable server."""
@@ -62,6 +68,15 @@ async def connect(settings: "Settings", name: str = "aes") -> NATS:
 
 async def _ignore(e: Exception) -> None:
     """Connection errors surface as exceptions from the calls that hit them."""
+
+
+class History(list[T]):
+    """Messages read back from a stream, and how many stored ones did not decode."""
+
+    def __init__(self, items: Iterable[T] = (), *, subject: str = "", skipped: int = 0) -> None:
+        super().__init__(items)
+        self.subject = subject
+        self.skipped = skipped  # stored messages left out because they did not decode
 
 
 class Bus:
@@ -106,9 +121,10 @@ class Bus:
             self._blobs = open_store(self.settings.blob_location, self.settings)
         return self._blobs
 
-    async def history(self, subject: str, type_: type[M], timeout: float = 1.0) -> list[M]:
-        """Every message stored on ``subject`` so far, oldest first (limits streams only:
-        a work-queue stream hands its messages to the consuming service instead)."""
+    async def stored(self, subject: str, timeout: float = 1.0) -> list[Msg]:
+        """Every message stored on ``subject`` so far, undecoded, oldest first (limits
+        streams only: a work-queue stream hands its messages to the consuming service
+        instead). ``msg.metadata.sequence.stream`` is each one's stream sequence."""
         sub = await self.js.pull_subscribe(
             subject,
             stream=stream_for(subject),
@@ -116,7 +132,7 @@ class Bus:
                 deliver_policy=DeliverPolicy.ALL, ack_policy=AckPolicy.NONE, inactive_threshold=30.0
             ),
         )
-        out: list[M] = []
+        out: list[Msg] = []
         try:
             if (await sub.consumer_info()).num_pending == 0:
                 return out  # nothing stored: do not wait out a fetch
@@ -125,11 +141,27 @@ class Bus:
                     msgs = await sub.fetch(256, timeout=timeout)
                 except (nats.errors.TimeoutError, asyncio.TimeoutError):  # nats-py raises either
                     return out
-                out.extend(decode(m.data, type_) for m in msgs)
+                out.extend(msgs)
                 if msgs[-1].metadata.num_pending == 0:
                     return out
         finally:
             await sub.unsubscribe()
+
+    async def history(self, subject: str, type_: type[M], timeout: float = 1.0) -> History[M]:
+        """Every message stored on ``subject`` that decodes as ``type_``, oldest first.
+
+        One undecodable message (garbage, another schema version) must not make every
+        reader of a stream fail forever: it is skipped, counted in ``History.skipped``
+        and logged."""
+        out: History[M] = History(subject=subject)
+        for m in await self.stored(subject, timeout):
+            try:
+                out.append(decode(m.data, type_))
+            except MessageError:
+                out.skipped += 1
+        if out.skipped:
+            log.warning("%d undecodable messages skipped on %s (expected %s)", out.skipped, subject, type_.__name__)
+        return out
 
     async def close(self) -> None:
         """Drain: finish pending acks and publishes, then close."""

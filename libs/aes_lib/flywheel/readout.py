@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from collections.abc import Iterable
+from typing import TypeVar
 
 from aes_proto import subjects
-from aes_proto.messages import CalibrationResult, PoolEvent, RolloutSummary
+from aes_proto.messages import CalibrationResult, DeadLetter, Message, PoolEvent, RolloutSummary
 
+from aes_lib.bus.client import History
+from aes_lib.bus.deadletters import DEAD_LETTERS
 from aes_lib.flywheel.config import FlywheelConfig
 from aes_lib.flywheel.pool import PoolEntry
 from aes_lib.flywheel.pool_store import BUCKET, PoolStore
 from aes_lib.flywheel.status import Status, summarize
+
+M = TypeVar("M", bound=Message)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,9 +33,32 @@ class Snapshot:
         return dict(Counter(e.category for e in self.pool))
 
 
+def skipped(histories: Iterable[History]) -> dict[str, int]:
+    """Subject -> undecodable messages the reads left out, for the subjects that had any."""
+    return {h.subject: h.skipped for h in histories if h.skipped}
+
+
+def unique(messages: Iterable[M]) -> list[M]:
+    """One message per idempotency key: a dead letter replayed onto a limits stream
+    stores a second copy of a message that stream's other readers already saw."""
+    seen: set[str] = set()
+    out = []
+    for m in messages:
+        if m.idempotency_key not in seen:
+            seen.add(m.idempotency_key)
+            out.append(m)
+    return out
+
+
 async def snapshot(bus, config: FlywheelConfig) -> Snapshot:
-    results = await bus.history(subjects.RESULT_CALIBRATION, CalibrationResult)
-    events = await bus.history(subjects.POOL_EVENT, PoolEvent)
-    rollouts = [r for r in await bus.history(subjects.ROLLOUT_SUMMARY, RolloutSummary) if r.role == "solver"]
+    read = [
+        await bus.history(subjects.RESULT_CALIBRATION, CalibrationResult),
+        await bus.history(subjects.POOL_EVENT, PoolEvent),
+        await bus.history(subjects.ROLLOUT_SUMMARY, RolloutSummary),
+    ]
+    letters = await bus.history(DEAD_LETTERS, DeadLetter)
+    results, events, rollouts = (unique(h) for h in read)
+    solver = [r for r in rollouts if r.role == "solver"]
     pool = await PoolStore(await bus.kv(BUCKET), config.pool_capacity).active_entries()
-    return Snapshot(results, events, rollouts, pool, summarize(results, events, rollouts))
+    status = summarize(results, events, solver, letters, skipped([*read, letters]))
+    return Snapshot(results, events, solver, pool, status)

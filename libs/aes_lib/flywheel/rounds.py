@@ -117,12 +117,6 @@ def describe(subject: str, m: Message) -> str | None:
     return None
 
 
-def _on_admission_path(subject: str) -> bool:
-    """A dead letter that ends an assignment: the assignment or its candidate died,
-    not a side consumer (stats, learner) of one of its messages."""
-    return subject == subjects.ASSIGNMENT or subject.startswith(subjects.CANDIDATE_PREFIX + ".")
-
-
 @dataclasses.dataclass
 class RoundTracker:
     """Whether every assignment of ``round`` has reached its end."""
@@ -146,7 +140,7 @@ class RoundTracker:
             case CalibrationResult() if round_of(m.assignment_id) == self.round:
                 if m.decision == "admitted" or not m.resubmitted:
                     self.finished[m.assignment_id] = outcome_label(m)
-            case DeadLetter() if round_of(m.episode_id) == self.round and _on_admission_path(m.subject):
+            case DeadLetter() if round_of(m.episode_id) == self.round and subjects.on_admission_path(m.subject):
                 self.finished.setdefault(m.episode_id, "dead_letter")
 
     def set_empty_pool(self) -> None:

@@ -9,9 +9,10 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from aes_proto.messages import CalibrationResult, PoolEvent, RolloutSummary
+from aes_proto import subjects
+from aes_proto.messages import CalibrationResult, DeadLetter, PoolEvent, RolloutSummary
 
 from aes_lib.flywheel.planner import round_of
 
@@ -72,6 +73,10 @@ class Status:
     rounds: dict[int, RoundStats]
     modes: dict[str, RoundStats]
     rollouts: int
+    dead_lettered: int = 0
+    """Assignments and candidates a service gave up on: they never reach a result."""
+    skipped: dict[str, int] = dataclasses.field(default_factory=dict)
+    """Subject -> stored messages that did not decode, so are missing from these numbers."""
 
     @property
     def valid_rate(self) -> float:
@@ -86,7 +91,8 @@ def _tally(results: Sequence[CalibrationResult]) -> RoundStats:
     return RoundStats(len(results), sum(map(is_valid, results)), sum(r.decision == "admitted" for r in results))
 
 
-def summarize(results: Sequence[CalibrationResult], events: Sequence[PoolEvent], rollouts: Sequence[RolloutSummary]) -> Status:
+def summarize(results: Sequence[CalibrationResult], events: Sequence[PoolEvent], rollouts: Sequence[RolloutSummary],
+              dead_letters: Sequence[DeadLetter] = (), skipped: Mapping[str, int] | None = None) -> Status:
     by_round: dict[int, list[CalibrationResult]] = defaultdict(list)
     by_mode: dict[str, list[CalibrationResult]] = defaultdict(list)
     for r in results:
@@ -105,6 +111,8 @@ def summarize(results: Sequence[CalibrationResult], events: Sequence[PoolEvent],
         rounds={k: _tally(v) for k, v in sorted(by_round.items())},
         modes={k: _tally(v) for k, v in sorted(by_mode.items())},
         rollouts=len(rollouts),
+        dead_lettered=sum(subjects.on_admission_path(d.subject) for d in dead_letters),
+        skipped={k: n for k, n in (skipped or {}).items() if n},
     )
 
 
@@ -115,6 +123,7 @@ def render(s: Status, pool_size: int, pool_by_category: dict[str, int]) -> str:
     lines = [
         f"pool: {pool_size} active" + (" (" + ", ".join(f"{c or 'uncategorized'} {n}" for c, n in sorted(pool_by_category.items())) + ")" if pool_by_category else ""),
         f"candidates: {s.candidates}   admitted: {s.admitted}   solver rollouts: {s.rollouts}",
+        f"dead-lettered: {s.dead_lettered}" + ("   (assignments/candidates a service gave up on: aes dlq list)" if s.dead_lettered else ""),
         f"valid-environment rate: {s.valid}/{s.candidates} = {100 * s.valid_rate:.1f}% (95% CI {100 * lo:.1f}-{100 * hi:.1f}%)",
         f"cost per valid environment: {cpv}   (proposer spend ${s.cost_usd:.4f})",
         f"mean proposer reward: {s.mean_proposer_reward:.3f}",
@@ -125,4 +134,9 @@ def render(s: Status, pool_size: int, pool_by_category: dict[str, int]) -> str:
         lines += ["retired:", *[f"  {reason:<32} {n}" for reason, n in s.retired.items()]]
     if len(s.modes) > 1:
         lines += ["by generation mode:", *[f"  {m:<10} {t.valid}/{t.candidates} valid, {t.admitted} admitted" for m, t in s.modes.items()]]
-    return "\n".join(lines)
+    return "\n".join(lines + skipped_notes(s.skipped))
+
+
+def skipped_notes(skipped: Mapping[str, int]) -> list[str]:
+    """One line per subject on which undecodable messages were left out of the numbers."""
+    return [f"{n} undecodable messages skipped on {subject}" for subject, n in skipped.items() if n]
