@@ -32,9 +32,9 @@ from pathlib import Path
 import nats
 
 from aes_proto import encode, subjects
-from aes_proto.messages import BlobRef, CandidateEnv, Verdict
+from aes_proto.messages import BlobRef, CandidateEnv, Lineage, Verdict
 
-from aes_lib import stack
+from aes_ops import stack
 from aes_lib.admission import forward
 from aes_lib.bus import Bus, ensure_streams, run_service
 from aes_lib.config import Settings
@@ -52,8 +52,7 @@ def candidate(i: int, tag: str) -> CandidateEnv:
         episode_id=f"ep-{tag}-{i}",
         env_id=f"{i:064x}",
         bundle=BlobRef(key=f"bundles/sha256/{i:064x}.tar.gz", sha256=f"{i:064x}", size=4096),
-        assignment_id=f"as-{i}",
-        category="bench",
+        lineage=Lineage(assignment_id=f"as-{i}", category="bench"),
         route=STAGES,
     )
 

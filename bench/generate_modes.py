@@ -21,11 +21,11 @@ import platform
 import statistics
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from aes_lib.agents.proposer.baselines import BaselineLimits
-from aes_lib.agents.proposer.compare import HEADER, MODES, run_mode
+from aes_lib.agents.proposer.boundary import MODES, Resources
+from aes_ops.compare import HEADER, run_mode
 from aes_lib.agents.proposer.harness import EpisodeBudget
 from aes_lib.blobstore import open_store
 from aes_lib.bundle import pack
@@ -63,16 +63,15 @@ async def bench(url: str, n: int, tmp: Path) -> list[str]:
     parent_dir = ROOT / "seeds" / "csv-sales-rollup"
     packed = pack(parent_dir)
     parent = (packed.sha256, store.put_content("bundles", packed.data, suffix=".tar.gz"))
-    base = EpisodeBudget()
-    budget = replace(base, loop=replace(base.loop, max_turns=3, max_tokens=192))
+    budget = EpisodeBudget().with_loop(max_turns=3, max_tokens=192)
     baseline = BaselineLimits(max_tokens=384, max_revisions=1)
     images = ImageCache()
     rows, stats = [], {}
     for mode in MODES:
         async with ChatClient(url, LOCAL_MODEL_NAME) as client, ChatClient(url, LOCAL_MODEL_NAME) as solver:
-            s = await run_mode(mode, n, client=client, solver_client=solver, images=images, store=store, parent=parent,
-                               state_file=tmp / "state.tar.gz", category="data-processing", budget=budget,
-                               baseline=baseline)
+            resources = Resources(client, store, images, tmp / "state.tar.gz", solver_client=solver, budget=budget,
+                                  baseline=baseline)
+            s = await run_mode(mode, n, resources, parent=parent, category="data-processing")
         stats[mode] = s
         rows.append(s.row())
         print(s.row(), flush=True)

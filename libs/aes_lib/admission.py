@@ -10,6 +10,7 @@ the candidate's, so a redelivered candidate republishes the same key.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Mapping, Sequence
 
 import msgspec
@@ -51,6 +52,19 @@ async def live_stages(js: JetStreamContext) -> dict[str, bool]:
         if subject.startswith(prefix):
             out[subject[len(prefix):]] = (c.config.metadata or {}).get("aes.decides") == "1"
     return out
+
+
+async def check_live_route(js: JetStreamContext, route: Sequence[str], known: Mapping[str, bool],
+                           wait: float = 30.0) -> None:
+    """``check_route`` against ``known`` stages plus the consumers on the bus, giving stages
+    not yet consumed ``wait`` seconds to appear (services of one deployment start together)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait
+    while True:
+        stages = {**await live_stages(js), **known}
+        if all(s in stages for s in route) or loop.time() >= deadline:
+            return check_route(route, stages)
+        await asyncio.sleep(0.5)
 
 
 def check_route(route: Sequence[str], stages: Mapping[str, bool]) -> None:
@@ -112,14 +126,10 @@ def rejection(candidate: CandidateEnv, verdict: Verdict, proposer_reward: float)
         idempotency_key=f"{candidate.idempotency_key}>{verdict.stage}:rejected",
         episode_id=candidate.episode_id,
         env_id=candidate.env_id,
-        assignment_id=candidate.assignment_id,
+        lineage=candidate.lineage,
         decision="rejected",
         proposer_reward=proposer_reward,
-        revision=candidate.revision,
         bundle=candidate.bundle,
-        category=candidate.category,
-        mode=candidate.mode,
-        cost_usd=candidate.cost_usd,
         verdicts=(*candidate.verdicts, verdict),
         proposal=candidate.proposal,
     )

@@ -79,27 +79,41 @@ Role = Literal["solver", "proposer"]
 GenerationMode = Literal["prompt", "feedback", "agent", "seed"]
 
 
+class Lineage(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """Where an episode's work comes from: set by the planner on the assignment, completed by
+    the proposer, and carried whole (never field by field) by the candidate, its final
+    result and any revision, so every reader knows the round, revision and parent."""
+
+    assignment_id: str
+    round: int = 0
+    """Flywheel round of the assignment (0: outside a round, e.g. ``aes generate``)."""
+    revision: int = 0
+    """0 for a fresh assignment; 1..max_revisions when sent back by a check."""
+    parent_env_id: str | None = None
+    category: str = ""
+    mode: GenerationMode = "agent"
+    """How the proposer builds the environment: ``agent``, ``prompt``, ``feedback`` (``seed``: a seed task)."""
+    proposer_model: str = ""
+    """Set by the proposer."""
+    cost_usd: float = 0.0
+    """What the proposer spent on the candidate (set by the proposer): cost per valid environment."""
+
+
 class Assignment(Message, frozen=True):
     """Planner -> proposer: build an environment relative to a parent."""
 
-    assignment_id: str
+    lineage: Lineage
     direction: Direction
     """Easier when the solver keeps failing the parent, harder when it succeeds."""
-    parent_env_id: str | None = None
     parent_bundle: BlobRef | None = None
-    category: str = ""
     pass_rate: float | None = None
     """Solver's mean reward on the parent over its latest rollouts."""
     common_failure: str = ""
     """Commonest failure on the parent, from verifier output and trajectories."""
-    revision: int = 0
-    """0 for a fresh assignment; 1..max_revisions when sent back by a check."""
     feedback: str = ""
     """Evidence for a revision: which check failed and why (diagnostic rollout included)."""
     previous_bundle: BlobRef | None = None
     """The rejected candidate that a revision starts from."""
-    round: int = 0
-    mode: GenerationMode = "agent"
     group_id: str = ""
     """Proposer group: the parallel attempts at one assignment (empty: the assignment id)."""
     group_size: int = 1
@@ -117,15 +131,9 @@ class CandidateEnv(Message, frozen=True):
     env_id: str
     """sha256 of the bundle archive."""
     bundle: BlobRef
-    assignment_id: str
-    revision: int = 0
-    parent_env_id: str | None = None
-    category: str = ""
+    lineage: Lineage
     route: tuple[str, ...] = ()
     verdicts: tuple[Verdict, ...] = ()
-    mode: GenerationMode = "agent"
-    proposer_model: str = ""
-    cost_usd: float = 0.0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     proposal: ProposalRef | None = None
@@ -190,23 +198,17 @@ class CalibrationResult(Message, frozen=True):
     """Calibrator: solver rollouts decide admission and the proposer's reward."""
 
     env_id: str
-    assignment_id: str
+    lineage: Lineage
     decision: Literal["admitted", "too_hard", "too_easy", "no_spread", "rejected"]
     rewards: tuple[float, ...] = ()
     mean: float = 0.0
     std: float = 0.0
     proposer_reward: float = 0.0
     """0 broken, partial for valid outside the band, 1 admitted."""
-    revision: int = 0
     resubmitted: bool = False
     """True when the candidate went back to its proposer for revision."""
     bundle: BlobRef | None = None
-    category: str = ""
     verdicts: tuple[Verdict, ...] = ()
-    mode: GenerationMode = "agent"
-    """The candidate's generation mode (copied from ``CandidateEnv``), for per-mode rates."""
-    cost_usd: float = 0.0
-    """What the proposer spent on the candidate (copied from ``CandidateEnv``): cost per valid env."""
     proposal: ProposalRef | None = None
     """The proposer episode behind the candidate; ``proposer_reward`` is its reward."""
 
@@ -256,6 +258,8 @@ class RolloutSummary(Message, frozen=True):
     trajectory: BlobRef | None = None
     policy_version: int = 0
     purpose: Literal["calibration", "training", "pool_review", "diagnostic", "proposer_tool"] = "training"
+    model: str = ""
+    """Model name of the solver that made the attempt."""
 
 
 PolicyName = Literal["shared", "solver", "proposer"]
@@ -359,6 +363,8 @@ class DeadLetter(Message, frozen=True, kw_only=True):
     last delivery; ``unacked`` no ack at all (the handler's process died each time)."""
     error: str
     """The last error, one line."""
+    lineage: Lineage | None = None
+    """The message's lineage when its bytes still show one (a malformed message may not)."""
     data: bytes = b""
     """The message's bytes, when they fit beside this record on the bus; else empty and
     ``payload`` holds them."""
@@ -370,26 +376,29 @@ class DeadLetter(Message, frozen=True, kw_only=True):
 
 
 class PoolReview(Message, frozen=True):
-    """On ``aes.pool.review``: review the pool, then plan the round's assignments.
-
-    Two steps on one subject: a ``review`` request (from the policy watcher every
-    ``review_every`` solver updates, ``aes run`` or ``aes pool review``) makes the pool
-    reviewer rerun the solver on the pool and retire tasks outside the band; it then
-    publishes the ``plan`` step, on which the planner publishes replacements for the
-    retired tasks and ``fresh`` new assignments.
-    """
+    """On ``aes.pool.review`` (from the policy watcher every ``review_every`` solver updates,
+    ``aes run`` or ``aes pool review``): rerun the current solver on the pool, retire the
+    tasks outside the band, then publish the round's ``PoolPlan``."""
 
     round: int = 0
-    """Flywheel round; the planner derives its assignments' idempotent ids from it."""
-    step: Literal["review", "plan"] = "review"
-    rerun: bool = True
-    """Whether the review reruns the current solver on the pool (False: plan only)."""
+    """Flywheel round; carried into the plan."""
     policy_version: int = 0
     """Solver version that triggered the review (0 when manual)."""
     fresh: int = 0
-    """New assignments to plan besides one replacement per retired task."""
+    """New assignments the plan asks for besides one replacement per retired task."""
+
+
+class PoolPlan(Message, frozen=True):
+    """On ``aes.pool.plan`` (from the pool reviewer, or directly for a round without a
+    review): the planner publishes one replacement per retired task and ``fresh`` new
+    assignments."""
+
+    round: int = 0
+    """Flywheel round; the planner derives its assignments' idempotent ids from it."""
+    policy_version: int = 0
+    fresh: int = 0
     retired: tuple[str, ...] = ()
-    """Env ids the review retired (set on the ``plan`` step)."""
+    """Env ids the review retired."""
 
 
 MESSAGE_TYPES: tuple[type[Message], ...] = (
@@ -402,6 +411,7 @@ MESSAGE_TYPES: tuple[type[Message], ...] = (
     CalibrationResult,
     PoolEvent,
     PoolReview,
+    PoolPlan,
     TrajectoryRef,
     RolloutSummary,
     PolicyVersion,
@@ -415,6 +425,7 @@ MESSAGE_TYPES: tuple[type[Message], ...] = (
 __all__ = [t.__name__ for t in MESSAGE_TYPES] + [
     "BlobRef",
     "ProposalRef",
+    "Lineage",
     "Verdict",
     "CriterionVerdict",
     "Message",

@@ -1,14 +1,119 @@
 """Records kept in JetStream key-value buckets (state, not events), beside the streams.
 
-A bucket is shared state with one writer per key; readers tolerate a missing key.
+A bucket is shared state; every read-modify-write of a key goes through one bounded
+compare-and-set (``aes_lib.bus.kv.update``), and readers tolerate a missing key.
+Records are msgpack-encoded like messages.
 """
 
 from __future__ import annotations
 
+from typing import Literal
+
 import msgspec
 
+from aes_proto.messages import BlobRef
+
+POOL_BUCKET = "aes_pool"
+"""``env.<env_id>``: ``PoolEntry``; ``index``: ``PoolIndex``."""
+HISTORY_BUCKET = "aes_env_rollouts"
+"""``env.<env_id>``: ``EnvHistory``, the solver's record on one environment (planner, proposer workspace)."""
+CALIBRATION_BUCKET = "aes_calibration"
+"""``r.<rollout id>``: ``RolloutOutcome`` of finished calibration attempts (a redelivery reuses them)."""
+REVIEW_BUCKET = "aes_review"
+"""``r.<rollout id>``: ``RolloutOutcome`` of finished pool-review attempts."""
+TRAINING_BUCKET = "aes_training"
+"""``r.<rollout id>``: ``RolloutOutcome`` of finished training attempts."""
+CONTAMINATION_BUCKET = "aes_contamination"
+"""``index``: the ``BlobRef`` (JSON) of the registered held-out n-gram index."""
+LEARNER_BUCKET = "aes_learner"
+"""``<run id>``: the ``BlobRef`` (JSON) of the learner's saved state."""
 HEALTH_BUCKET = "aes_health"
-"""One ``ServiceHealth`` per running replica, keyed ``<service>.<host>-<pid>``."""
+"""``<service>.<host>-<pid>``: ``ServiceHealth`` of each running replica (expires when it stops reporting)."""
+
+
+class PoolEntry(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """One environment the pool has seen (active or retired)."""
+
+    env_id: str
+    """Content hash of the bundle."""
+    bundle: BlobRef
+    category: str = ""
+    mean_reward: float | None = None
+    """Latest mean solver reward (calibration, then each pool review)."""
+    source: Literal["seed", "calibration"] = "calibration"
+    assignment_id: str = ""
+    episode_id: str = ""
+    round: int = 0
+    """Flywheel round in which the environment was admitted."""
+    name: str = ""
+    """Harbor task name, used as the directory name on export."""
+    retired: bool = False
+    """Set once the environment leaves the pool; a retired environment never comes back."""
+
+
+class PoolIndex(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """The active pool: ids in admission order (oldest first)."""
+
+    active: tuple[str, ...] = ()
+
+
+class RolloutOutcome(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """One finished solver attempt."""
+
+    reward: float
+    trajectory: BlobRef
+    """The stored ``aes_lib.agents.trajectory.Trajectory``."""
+    failure: str = ""
+    """Failure signature (``aes_lib.agents.solver.failure_signature``); empty for a full reward."""
+    n_turns: int = 0
+    seconds: float = 0.0
+
+
+def history_key(env_id: str) -> str:
+    """Key of an environment's ``EnvHistory`` in ``HISTORY_BUCKET``."""
+    return f"env.{env_id}"
+
+
+class RolloutRecord(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """One solver attempt as an environment's history keeps it."""
+
+    rollout_id: str
+    reward: float
+    failure: str = ""
+    """Failure signature; empty for a full reward."""
+    solver: str = ""
+    """Model name of the solver that made the attempt."""
+    trajectory: BlobRef | None = None
+    purpose: str = "training"
+    """As in ``RolloutSummary``; ``diagnostic`` attempts saw the reference solution."""
+
+
+class EnvHistory(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """The solver's record on one environment: what the planner plans from and the proposer's
+    workspace shows. Folded from ``RolloutSummary`` messages by the planner-stats service."""
+
+    env_id: str
+    recent: tuple[RolloutRecord, ...] = ()
+    """Latest attempts, oldest first (a bounded window)."""
+    failures: dict[str, int] = {}
+    """Failure signature -> count over every own attempt (diagnostic ones aside)."""
+
+    @property
+    def own(self) -> tuple[RolloutRecord, ...]:
+        """Recent attempts made without hints (the solver's own pass rate)."""
+        return tuple(r for r in self.recent if r.purpose != "diagnostic")
+
+    @property
+    def pass_rate(self) -> float | None:
+        own = self.own
+        return sum(r.reward for r in own) / len(own) if own else None
+
+    @property
+    def common_failure(self) -> str:
+        if not self.failures:
+            return ""
+        # Most frequent; ties broken by text so the choice is deterministic.
+        return min(self.failures.items(), key=lambda kv: (-kv[1], kv[0]))[0]
 
 
 class Overrun(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):

@@ -32,6 +32,9 @@ RESULT_GATE = "aes.result.gate"
 RESULT_CALIBRATION = "aes.result.calibration"
 POOL_EVENT = "aes.pool.event"
 POOL_REVIEW = "aes.pool.review"
+"""Request: rerun the solver on the pool and retire what it outgrew (``PoolReview``)."""
+POOL_PLAN = "aes.pool.plan"
+"""The review's outcome, or a round without one: plan the assignments (``PoolPlan``)."""
 ROLLOUT_SUMMARY = "aes.rollout.summary"
 TRAJECTORY_PREFIX = "aes.trajectory"
 TRAJECTORIES = f"{TRAJECTORY_PREFIX}.>"
@@ -64,7 +67,7 @@ STREAMS: dict[str, dict] = {
     "AES_ASSIGNMENTS": {"subjects": [ASSIGNMENT], "retention": "workqueue"},
     "AES_CANDIDATES": {"subjects": [f"{CANDIDATE_PREFIX}.>"], "retention": "workqueue"},
     "AES_RESULTS": {"subjects": ["aes.result.>"], "retention": "limits"},
-    "AES_POOL": {"subjects": [POOL_EVENT, POOL_REVIEW], "retention": "limits"},
+    "AES_POOL": {"subjects": [POOL_EVENT, POOL_REVIEW, POOL_PLAN], "retention": "limits"},
     "AES_ROLLOUTS": {"subjects": [ROLLOUT_SUMMARY, TRAJECTORIES], "retention": "limits"},
     "AES_TRAINING": {"subjects": [TRAINING_WAVE, ROLLOUT_REQUEST], "retention": "workqueue"},
     "AES_POLICY": {"subjects": [POLICY_VERSION, SERVING_VERSION, LEARNER_STATS], "retention": "limits"},

@@ -12,20 +12,18 @@ from __future__ import annotations
 
 from aes_proto import subjects
 from aes_proto.messages import CalibrationResult, CandidateEnv, Verdict
+from aes_proto.records import CALIBRATION_BUCKET
 
 from aes_lib.flywheel.calibrate import DIAGNOSTIC, calibrate
 from aes_lib.flywheel.revision import RolloutEvidence, feedback_text, revision_assignment
-from aes_lib.flywheel.rollouts import announce, cached
+from aes_lib.flywheel.runners.rollouts import announce, cached
 from aes_lib.service import Context
 from aes_services.solver_backed import SolverBackedService
-
-ROLLOUT_BUCKET = "aes_calibration"
-"""KV bucket caching finished calibration rollouts by rollout id."""
 
 
 def rollout_id(c: CandidateEnv, i: int) -> str:
     kind = "diag" if i == DIAGNOSTIC else f"cal{i}"
-    return f"{c.env_id[:16]}-{c.assignment_id}-rev{c.revision}-{kind}"
+    return f"{c.env_id[:16]}-{c.lineage.assignment_id}-rev{c.lineage.revision}-{kind}"
 
 
 class CalibratorService(SolverBackedService[CandidateEnv]):
@@ -40,27 +38,27 @@ class CalibratorService(SolverBackedService[CandidateEnv]):
     async def handle(self, msg: CandidateEnv, ctx: Context) -> None:
         assert self.runner is not None and self.config is not None
         runner, rule = self.runner, self.config.rule
-        kv = await ctx.kv(ROLLOUT_BUCKET)
+        kv = await ctx.kv(CALIBRATION_BUCKET)
 
         async def rollout(i: int, hints: str | None) -> RolloutEvidence:
             rid = rollout_id(msg, i)
             out = await cached(kv, rid, lambda: runner.run(msg.bundle, msg.env_id, rid, hints))
-            await announce(ctx, out, episode_id=msg.episode_id, group_id=f"{msg.env_id}:calibration:rev{msg.revision}",
+            await announce(ctx, out, episode_id=msg.episode_id, group_id=f"{msg.env_id}:calibration:rev{msg.lineage.revision}",
                            purpose="diagnostic" if i == DIAGNOSTIC else "calibration")
             return RolloutEvidence(out.reward, out.failure)
 
         async def hints() -> str:
             return await runner.reference_solution(msg.bundle)
 
-        result = await calibrate(rule, msg.revision, rollout, hints)
+        result = await calibrate(rule, msg.lineage.revision, rollout, hints)
         d = result.decision
         feedback = feedback_text(d, result.rollouts, result.diagnostic, (rule.band_low, rule.band_high))
         await ctx.publish(subjects.RESULT_CALIBRATION, CalibrationResult(
             idempotency_key=f"{msg.idempotency_key}:calibrate", episode_id=msg.episode_id,
-            env_id=msg.env_id, assignment_id=msg.assignment_id, decision=d.outcome,
+            env_id=msg.env_id, lineage=msg.lineage, decision=d.outcome,
             rewards=tuple(r.reward for r in result.rollouts), mean=d.mean, std=d.std,
-            proposer_reward=d.proposer_reward, revision=msg.revision, resubmitted=d.resubmit,
-            bundle=msg.bundle, category=msg.category, mode=msg.mode, cost_usd=msg.cost_usd, proposal=msg.proposal,
+            proposer_reward=d.proposer_reward, resubmitted=d.resubmit,
+            bundle=msg.bundle, proposal=msg.proposal,
             verdicts=msg.verdicts + (Verdict(stage="calibrate", ok=d.outcome == "admitted", reason=d.outcome,
                                              detail=feedback if d.outcome != "admitted" else ""),),
         ))

@@ -45,11 +45,9 @@ from aes_lib.learner.batcher import BatcherState
 from aes_lib.service import Context, Service
 from aes_proto import subjects
 from aes_proto.messages import BlobRef, LearnerStats, PolicyName, PolicyVersion, TrajectoryRef
+from aes_proto.records import LEARNER_BUCKET
 
 log = logging.getLogger(__name__)
-
-STATE_BUCKET = "aes_learner"
-"""KV bucket: run id -> ``BlobRef`` of the run's latest ``LearnerState``."""
 
 
 class LearnerState(msgspec.Struct, kw_only=True):
@@ -123,7 +121,7 @@ class LearnerService(Service[TrajectoryRef]):
         from nats.js.errors import KeyNotFoundError
 
         try:
-            entry = await (await ctx.kv(STATE_BUCKET)).get(self.run_id)
+            entry = await (await ctx.kv(LEARNER_BUCKET)).get(self.run_id)
         except KeyNotFoundError:
             return LearnerState()
         ref = self._state_ref = msgspec.json.decode(entry.value, type=BlobRef)
@@ -136,7 +134,7 @@ class LearnerService(Service[TrajectoryRef]):
         self.state.held = list(self.held.values())
         data = msgspec.msgpack.encode(self.state)
         ref = await asyncio.to_thread(ctx.blobs.put_content, f"learner/{self.run_id}/state", data)
-        await (await ctx.kv(STATE_BUCKET)).put(self.run_id, msgspec.json.encode(ref))
+        await (await ctx.kv(LEARNER_BUCKET)).put(self.run_id, msgspec.json.encode(ref))
         if self._state_ref is not None and self._state_ref.key != ref.key:
             await asyncio.to_thread(ctx.blobs.delete, self._state_ref.key)
         self._state_ref = ref

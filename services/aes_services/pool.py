@@ -1,12 +1,12 @@
 """Pool manager: admissions into the active pool, pool reviews, and the review cadence.
 
-Three services share the pool state in JetStream KV (``aes_lib.flywheel.pool_store``):
+Three services share the pool state in JetStream KV (``aes_lib.flywheel.runners.pool_store``):
 
 - ``PoolService`` (``aes.result.calibration``): an admitted candidate joins the pool
   exactly once, whatever the number of replicas or redeliveries; ``PoolEvent``.
-- ``PoolReviewService`` (``aes.pool.review``, step ``review``): reruns the current
+- ``PoolReviewService`` (``aes.pool.review``): reruns the current
   solver on every active task, retires those outside the band, then asks the
-  planner for replacements (the ``plan`` step).
+  planner for replacements (``PoolPlan`` on ``aes.pool.plan``).
 - ``PolicyWatchService`` (``aes.policy.version``): every ``review_every`` solver
   updates, requests a review.
 """
@@ -14,18 +14,15 @@ Three services share the pool state in JetStream KV (``aes_lib.flywheel.pool_sto
 from __future__ import annotations
 
 from aes_proto import subjects
-from aes_proto.messages import CalibrationResult, PolicyVersion, PoolEvent, PoolReview
+from aes_proto.messages import CalibrationResult, PolicyVersion, PoolEvent, PoolPlan, PoolReview
+from aes_proto.records import REVIEW_BUCKET, PoolEntry
 
 from aes_lib.flywheel.config import FlywheelConfig
-from aes_lib.flywheel.planner import round_of
-from aes_lib.flywheel.pool import PoolEntry, out_of_band
-from aes_lib.flywheel.pool_store import BUCKET, PoolStore
-from aes_lib.flywheel.rollouts import announce, cached
+from aes_lib.flywheel.pool import out_of_band
+from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+from aes_lib.flywheel.runners.rollouts import announce, cached
 from aes_lib.service import Context, Service
 from aes_services.solver_backed import SolverBackedService
-
-REVIEW_BUCKET = "aes_review"
-"""KV bucket caching finished pool-review rollouts by rollout id."""
 
 
 async def _store(ctx: Context, config: FlywheelConfig) -> PoolStore:
@@ -49,9 +46,9 @@ class PoolService(Service[CalibrationResult]):
         assert self.config is not None
         store = await _store(ctx, self.config)
         entry = PoolEntry(
-            env_id=msg.env_id, bundle=msg.bundle, category=msg.category, mean_reward=msg.mean,
-            source="calibration", assignment_id=msg.assignment_id, episode_id=msg.episode_id,
-            round=round_of(msg.assignment_id) or 0,
+            env_id=msg.env_id, bundle=msg.bundle, category=msg.lineage.category, mean_reward=msg.mean,
+            source="calibration", assignment_id=msg.lineage.assignment_id, episode_id=msg.episode_id,
+            round=msg.lineage.round,
         )
         change = await store.admit(entry)
         assert change.admission is not None
@@ -60,7 +57,7 @@ class PoolService(Service[CalibrationResult]):
             known = await store.entry(msg.env_id)
             # Our own admission, redelivered after a crash before its event went out:
             # announce it again under the same key (JetStream drops it if it did go out).
-            if known is not None and not known.retired and known.assignment_id == msg.assignment_id:
+            if known is not None and not known.retired and known.assignment_id == msg.lineage.assignment_id:
                 kind = "admitted"
         key = f"pool:{msg.env_id}:admitted" if kind == "admitted" else f"pool:{msg.env_id}:duplicate:{msg.idempotency_key}"
         await ctx.publish(subjects.POOL_EVENT, PoolEvent(
@@ -84,27 +81,23 @@ class PoolReviewService(SolverBackedService[PoolReview]):
     """Reruns the solver on every pooled task."""
 
     async def handle(self, msg: PoolReview, ctx: Context) -> None:
-        if msg.step != "review":
-            return  # the plan step is the planner's
         assert self.config is not None and self.runner is not None
         rule = self.config.rule
         store = await _store(ctx, self.config)
-        retired: list[str] = []
-        if msg.rerun:
-            means = {e.env_id: await self._rerun(e, msg, ctx) for e in await store.active_entries()}
-            retired = out_of_band(means, rule.band_low, rule.band_high)
-            for env_id, mean in means.items():
-                await store.set_mean(env_id, mean)
-            change = await store.retire(retired)
-            for env_id in retired:
-                await ctx.publish(subjects.POOL_EVENT, PoolEvent(
-                    idempotency_key=f"pool:{env_id}:retired", episode_id=msg.episode_id, env_id=env_id,
-                    kind="retired", reason="too_easy" if means[env_id] > rule.band_high else "too_hard",
-                    mean_reward=means[env_id], pool_size=change.size,
-                ))
-        await ctx.publish(subjects.POOL_REVIEW, PoolReview(
+        means = {e.env_id: await self._rerun(e, msg, ctx) for e in await store.active_entries()}
+        retired = out_of_band(means, rule.band_low, rule.band_high)
+        for env_id, mean in means.items():
+            await store.set_mean(env_id, mean)
+        change = await store.retire(retired)
+        for env_id in retired:
+            await ctx.publish(subjects.POOL_EVENT, PoolEvent(
+                idempotency_key=f"pool:{env_id}:retired", episode_id=msg.episode_id, env_id=env_id,
+                kind="retired", reason="too_easy" if means[env_id] > rule.band_high else "too_hard",
+                mean_reward=means[env_id], pool_size=change.size,
+            ))
+        await ctx.publish(subjects.POOL_PLAN, PoolPlan(
             idempotency_key=f"{msg.idempotency_key}:plan", episode_id=msg.episode_id, round=msg.round,
-            step="plan", rerun=False, policy_version=msg.policy_version, fresh=msg.fresh, retired=tuple(retired),
+            policy_version=msg.policy_version, fresh=msg.fresh, retired=tuple(retired),
         ))
 
     async def _rerun(self, entry: PoolEntry, msg: PoolReview, ctx: Context) -> float:
@@ -143,6 +136,5 @@ class PolicyWatchService(Service[PolicyVersion]):
             return
         await ctx.publish(subjects.POOL_REVIEW, PoolReview(
             idempotency_key=f"review:{msg.policy}:s{n}", episode_id=f"review-s{n}",
-            round=n // self.config.review_every, step="review", rerun=True,
-            policy_version=msg.version, fresh=0,
+            round=n // self.config.review_every, policy_version=msg.version, fresh=0,
         ))

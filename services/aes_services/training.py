@@ -16,19 +16,17 @@ import logging
 
 from aes_proto import subjects
 from aes_proto.messages import RolloutRequest, TrainingWave
+from aes_proto.records import TRAINING_BUCKET
 
 from aes_lib.agents.loop import LoopLimits
 from aes_lib.flywheel.config import FlywheelConfig
-from aes_lib.flywheel.pool_store import BUCKET, PoolStore
-from aes_lib.flywheel.rollouts import announce, cached
+from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+from aes_lib.flywheel.runners.rollouts import announce, cached
 from aes_lib.flywheel.training import TrainingConfig, wave_requests
 from aes_lib.models.weights import engine_client
 from aes_lib.service import Context, Service
 
 log = logging.getLogger(__name__)
-
-ROLLOUT_BUCKET = "aes_training"
-"""KV bucket caching finished training attempts by rollout id."""
 
 
 class EngineBehindError(RuntimeError):
@@ -67,13 +65,13 @@ class TrainingRolloutService(Service[RolloutRequest]):
         cfg = self.config = self.config or TrainingConfig.from_env()
         self.engine = engine_client(ctx.settings.engine, ctx.settings.model_url)
         if self.runner is None:
-            from aes_lib.flywheel.trial_runner import TrialRolloutRunner
+            from aes_lib.flywheel.runners.trial_runner import TrialRolloutRunner
 
             limits = LoopLimits(max_turns=cfg.max_turns, max_tokens=cfg.max_tokens, temperature=cfg.temperature)
             self.runner = TrialRolloutRunner.from_settings(ctx.settings, ctx.blobs, FlywheelConfig.from_env(), limits)
 
     async def handle(self, msg: RolloutRequest, ctx: Context) -> None:
-        kv = await ctx.kv(ROLLOUT_BUCKET)
+        kv = await ctx.kv(TRAINING_BUCKET)
 
         async def attempt():
             served = await self.engine.version()

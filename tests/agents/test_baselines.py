@@ -8,9 +8,12 @@ from replay_server import ReplayServer
 
 from aes_lib.agents.proposer.baselines import BaselineLimits, generate
 from aes_lib.agents.proposer.files import format_files
+from aes_lib.agents.trajectory import load_trajectory
+from aes_lib.blobstore import open_store
+from aes_lib.bundle import unpack
 from aes_lib.models import ChatClient
 from aes_lib.sandbox import ImageCache, VERIFIER_TEMPLATE, validate_task
-from aes_proto.messages import Assignment
+from aes_proto.messages import Assignment, Lineage
 
 pytestmark = pytest.mark.docker
 
@@ -23,23 +26,32 @@ GOOD = {
 }
 BROKEN = {**GOOD, "solution/solve.sh": "#!/bin/bash\nmkdir -p /app/out\necho 11 > /app/out/sum.txt\n"}
 
-A = Assignment(idempotency_key="b1", episode_id="ep", assignment_id="b1", direction="new", category="text", mode="prompt")
+A = Assignment(idempotency_key="b1", episode_id="ep", lineage=Lineage(assignment_id="b1", category="text", mode="prompt"),
+               direction="new")
+
+
+def _store(tmp_path):
+    return open_store(f"file://{tmp_path}/blobs")
 
 
 async def test_prompt_mode_one_call_nothing_executed(tmp_path):
+    store = _store(tmp_path)
     with ReplayServer([format_files(BROKEN)]) as srv:
-        gen = await generate(A, ChatClient(srv.url, "replay"), tmp_path, mode="prompt")
-    assert len(srv.requests) == 1 and gen.report is None and gen.packed is not None
-    assert (gen.task_dir / "tests" / "test.sh").read_text() == (VERIFIER_TEMPLATE / "test.sh").read_text()
+        gen = await generate(A, ChatClient(srv.url, "replay"), store, mode="prompt")
+    assert len(srv.requests) == 1 and gen.report is None and gen.packed is not None and not gen.failure
+    task_dir = tmp_path / "task"
+    unpack(gen.packed.data, task_dir)
+    assert (task_dir / "tests" / "test.sh").read_text() == (VERIFIER_TEMPLATE / "test.sh").read_text()
     assert "=== FILE: instruction.md ===" in srv.requests[0]["messages"][1]["content"]  # the format example
+    assert load_trajectory(store, gen.trajectory_ref).stop_reason == "submitted"
     # nothing was run: the broken solution is only found by validating afterwards
-    report = await validate_task(gen.task_dir, ImageCache())
+    report = await validate_task(task_dir, ImageCache())
     assert report.reason == "oracle_failed"
 
 
 async def test_feedback_mode_revises_after_validation_logs(tmp_path):
     with ReplayServer(["no files here", format_files(BROKEN), format_files(GOOD)]) as srv:
-        gen = await generate(A, ChatClient(srv.url, "replay"), tmp_path, mode="feedback", images=ImageCache(),
+        gen = await generate(A, ChatClient(srv.url, "replay"), _store(tmp_path), mode="feedback", images=ImageCache(),
                              limits=BaselineLimits(max_revisions=2))
     assert len(srv.requests) == 3
     assert "could not be used: format_error" in srv.requests[1]["messages"][-1]["content"]
@@ -50,7 +62,7 @@ async def test_feedback_mode_revises_after_validation_logs(tmp_path):
 
 async def test_feedback_mode_gives_up_after_revisions(tmp_path):
     with ReplayServer([format_files(BROKEN)] * 2) as srv:
-        gen = await generate(A, ChatClient(srv.url, "replay"), tmp_path, mode="feedback", images=ImageCache(),
+        gen = await generate(A, ChatClient(srv.url, "replay"), _store(tmp_path), mode="feedback", images=ImageCache(),
                              limits=BaselineLimits(max_revisions=1))
     assert len(srv.requests) == 2 and not srv.errors
     assert gen.report.reason == "oracle_failed"

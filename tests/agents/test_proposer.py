@@ -13,7 +13,8 @@ import nats.errors
 import pytest
 from replay_server import ReplayServer
 
-from aes_lib.agents import history
+from aes_lib.bus import kv as kvs
+from aes_lib.flywheel.planner import fold
 from aes_lib.agents.proposer.tools import ProposerTools
 from aes_lib.agents.proposer.workspace import build_workspace
 from aes_lib.agents.trajectory import Trajectory, load_trajectory, store_trajectory
@@ -21,7 +22,10 @@ from aes_lib.bundle import pack, unpack
 from aes_lib.sandbox import ImageCache
 from aes_proto import subjects
 from aes_proto.codec import decode
-from aes_proto.messages import Assignment, CalibrationResult, CandidateEnv, TrajectoryRef, ValidationResult
+from aes_proto.messages import (
+    Assignment, CalibrationResult, CandidateEnv, Lineage, RolloutSummary, ValidationResult,
+)
+from aes_proto.records import HISTORY_BUCKET, EnvHistory, history_key
 from aes_services.proposer import ProposerService
 from aes_services.validator import ValidatorService
 
@@ -38,16 +42,18 @@ async def _seed_parent(bus) -> tuple[str, object]:
     ref = bus.blobs.put_content("bundles", packed.data, suffix=".tar.gz")
     traj = Trajectory(rollout_id="r1", role="solver", env_id=packed.sha256, model="replay", reward=0.25,
                       verifier_output="FAILED test_rollup.py::test_totals")
-    entry = history.RolloutEntry(rollout_id="r1", solver="replay", reward=0.25,
-                                 trajectory=store_trajectory(bus.blobs, traj), failure="FAILED test_totals")
-    await history.record(await bus.kv(history.BUCKET), packed.sha256, entry)
+    summary = RolloutSummary(idempotency_key="r1", episode_id="ep0", rollout_id="r1", env_id=packed.sha256,
+                             role="solver", reward=0.25, failure="FAILED test_totals", model="replay",
+                             trajectory=store_trajectory(bus.blobs, traj))
+    # as the planner-stats service records every summary
+    await kvs.update(await bus.kv(HISTORY_BUCKET), history_key(packed.sha256), EnvHistory, lambda h: fold(h, summary))
     return packed.sha256, ref
 
 
 def _assignment(env_id: str, bundle, mode: str = "agent") -> Assignment:
-    return Assignment(idempotency_key=f"a1:{mode}", episode_id="ep1", assignment_id="a1", direction="harder",
-                      parent_env_id=env_id, parent_bundle=bundle, category="data-processing", pass_rate=0.25,
-                      common_failure="FAILED test_totals", mode=mode)
+    return Assignment(idempotency_key=f"a1:{mode}", episode_id="ep1",
+                      lineage=Lineage(assignment_id="a1", parent_env_id=env_id, category="data-processing", mode=mode),
+                      direction="harder", parent_bundle=bundle, pass_rate=0.25, common_failure="FAILED test_totals")
 
 
 async def _service(bus, proposer_url: str, solver_url: str) -> ProposerService:
@@ -80,8 +86,10 @@ async def test_replayed_agentic_episode_submits_a_valid_candidate(bus, tmp_path)
 
     cand = await _taken(bus, subjects.stage(bus.settings.route_stages[0]), CandidateEnv)
     assert cand is not None and cand.route == bus.settings.route_stages
-    assert cand.parent_env_id == env_id and cand.mode == "agent" and cand.proposer_model == "replay"
-    assert cand.prompt_tokens > 0 and cand.cost_usd == 0.0
+    lineage = cand.lineage
+    assert lineage.parent_env_id == env_id and lineage.mode == "agent" and lineage.proposer_model == "replay"
+    assert (lineage.assignment_id, lineage.category, lineage.revision) == ("a1", "data-processing", 0)
+    assert cand.prompt_tokens > 0 and lineage.cost_usd == 0.0
 
     # The validator admits the submitted bundle and forwards it to the next stage.
     task_dir = tmp_path / "submitted"
@@ -96,7 +104,7 @@ async def test_replayed_agentic_episode_submits_a_valid_candidate(bus, tmp_path)
     forwarded = await _taken(bus, subjects.stage(bus.settings.route_stages[1]), CandidateEnv)
     assert forwarded.env_id == cand.env_id and forwarded.verdicts[-1].stage == "validate"
 
-    assert cand.proposal.group_id == cand.assignment_id and cand.proposal.group_size == 1
+    assert cand.proposal.group_id == cand.lineage.assignment_id and cand.proposal.group_size == 1
     traj = load_trajectory(bus.blobs, cand.proposal.trajectory)
     t = traj.turns
     # Commands ran inside the proposer's container, over the workspace the harness prepared.
@@ -112,7 +120,7 @@ async def test_replayed_agentic_episode_submits_a_valid_candidate(bus, tmp_path)
     assert "past_environments" in first_request
 
     # memory/ persisted across rounds: the next workspace has the note.
-    ws = build_workspace(tmp_path / "next", _assignment(env_id, bundle), bus.blobs, [], svc.state_file)
+    ws = build_workspace(tmp_path / "next", _assignment(env_id, bundle), bus.blobs, [], svc.resources.state_file)
     assert "word-stats" in (ws / "memory" / "notes.md").read_text()
 
 
@@ -120,7 +128,8 @@ async def test_workspace_layout(bus, tmp_path):
     env_id, bundle = await _seed_parent(bus)
     from aes_lib.agents.proposer.workspace import PastEnvironment
 
-    rollouts = await history.entries(await bus.kv(history.BUCKET), env_id)
+    h = await kvs.read(await bus.kv(HISTORY_BUCKET), history_key(env_id), EnvHistory)
+    rollouts = list(h.recent)
     ws = build_workspace(tmp_path / "ws", _assignment(env_id, bundle), bus.blobs,
                          [PastEnvironment(env_id, bundle, rollouts)], tmp_path / "state.tar.gz")
     [row] = [json.loads(line) for line in (ws / "past_trajectories" / "index.jsonl").read_text().splitlines()]
@@ -150,7 +159,7 @@ async def test_episode_without_submission_is_a_recorded_failure(bus):
         svc = await _service(bus, proposer.url, proposer.url)
         await svc.handle(_assignment(env_id, bundle), bus)
     [result] = await bus.history(subjects.RESULT_CALIBRATION, CalibrationResult)
-    assert result.decision == "rejected" and result.proposer_reward == 0.0 and result.assignment_id == "a1"
+    assert result.decision == "rejected" and result.proposer_reward == 0.0 and result.lineage.assignment_id == "a1"
     assert result.verdicts[0].stage == "proposer" and result.verdicts[0].reason == "no_submission"
     assert "done; 2 turns" in result.verdicts[0].detail
     # The episode's trajectory rides on its result: the proposer-samples service makes it a sample.
@@ -212,13 +221,13 @@ async def test_only_memory_and_tools_persist_and_instructions_stay_the_harness_c
 
     store = open_store(f"file://{tmp_path}/blobs")
     state = tmp_path / "state.tar.gz"
-    a = Assignment(idempotency_key="p", episode_id="ep", assignment_id="p", direction="new", mode="agent")
+    a = Assignment(idempotency_key="p", episode_id="ep", lineage=Lineage(assignment_id="p", mode="agent"), direction="new")
     tamper = ("```bash\necho hacked > instructions.md && echo keep > memory/x && echo tool > tools/t.sh"
               " && ln -s /etc/passwd memory/link && mkfifo tools/pipe\n```")
     look = "```bash\nhead -1 instructions.md; cat memory/x tools/t.sh; ls memory tools\n```"
     with ReplayServer([tamper, "TASK_DONE"]) as srv:
         ep1 = await run_episode(a, ChatClient(srv.url, "replay"), None, ImageCache(), store, past=[], state_file=state)
-    assert ep1.trajectory.turns[0].exit_code == 0 and ep1.submission is None
+    assert ep1.trajectory.turns[0].exit_code == 0 and ep1.packed is None and ep1.failure == "no_submission"
     with ReplayServer([look, "TASK_DONE"]) as srv:
         ep2 = await run_episode(a, ChatClient(srv.url, "replay"), None, ImageCache(), store, past=[], state_file=state)
         first_prompt = srv.requests[0]["messages"][1]["content"]

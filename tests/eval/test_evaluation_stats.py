@@ -1,4 +1,4 @@
-"""avg@k and its t interval (``aes_lib.evaluation``) against hand-computed and tabulated values."""
+"""avg@k and its t interval (``aes_ops.evaluation``) against hand-computed and tabulated values."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from aes_lib.evaluation import avg_at_k, summarize, t_cdf, t_interval, t_quantile, task_mean
+from aes_ops.evaluation import avg_at_k, summarize, t_cdf, t_interval, t_quantile, task_mean
 
 # Two-sided 95% critical values of Student's t (any statistics table).
 T975 = {1: 12.7062, 2: 4.3027, 3: 3.1824, 4: 2.7764, 9: 2.2622, 10: 2.2281, 30: 2.0423, 120: 1.9799}

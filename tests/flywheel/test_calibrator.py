@@ -11,12 +11,12 @@ import pytest
 from replay_server import ReplayServer
 
 from aes_proto import subjects
-from aes_proto.messages import Assignment, CalibrationResult, CandidateEnv, RolloutSummary, TrajectoryRef
+from aes_proto.messages import Assignment, CalibrationResult, CandidateEnv, Lineage, RolloutSummary, TrajectoryRef
 
 from aes_lib.agents.loop import LoopLimits
 from aes_lib.bundle import pack
 from aes_lib.flywheel.config import FlywheelConfig
-from aes_lib.flywheel.trial_runner import TrialRolloutRunner
+from aes_lib.flywheel.runners.trial_runner import TrialRolloutRunner
 from aes_lib.models import ChatClient
 from aes_lib.sandbox import ImageCache
 from aes_services.calibrator import CalibratorService
@@ -39,7 +39,8 @@ def _candidate(bus, revision=0):
     ref = bus.blobs.put_bytes(f"bundles/sha256/{packed.sha256}.tar.gz", packed.data)
     return CandidateEnv(
         idempotency_key=f"a1:rev{revision}:candidate", episode_id="a1", env_id=packed.sha256, bundle=ref,
-        assignment_id="r2-000", revision=revision, category="data-processing", route=("calibrate",),
+        lineage=Lineage(assignment_id="r2-000", round=2, revision=revision, category="data-processing"),
+        route=("calibrate",),
     )
 
 
@@ -56,7 +57,7 @@ async def test_admits_a_task_the_solver_solves_half_the_time(fresh_nats, bus, tm
             await idle(bus, CalibratorService)
     assert not srv.errors
     assert (result.decision, result.rewards, result.proposer_reward) == ("admitted", (1.0, 0.0, 1.0, 0.0), 1.0)
-    assert (result.env_id, result.bundle, result.resubmitted) == (c.env_id, c.bundle, False)
+    assert (result.env_id, result.bundle, result.resubmitted, result.lineage) == (c.env_id, c.bundle, False, c.lineage)
     assert result.verdicts[-1].stage == "calibrate" and result.verdicts[-1].ok
     summaries = await bus.history(subjects.ROLLOUT_SUMMARY, RolloutSummary)
     assert [s.reward for s in summaries] == [1.0, 0.0, 1.0, 0.0]
@@ -79,5 +80,7 @@ async def test_too_hard_runs_a_diagnostic_with_hints_and_sends_a_revision(fresh_
     assert "parse_amount" in srv.requests[4]["messages"][1]["content"]
     diag = [s for s in await bus.history(subjects.ROLLOUT_SUMMARY, RolloutSummary) if s.purpose == "diagnostic"]
     assert [d.reward for d in diag] == [1.0]
-    assert (revision.assignment_id, revision.revision, revision.direction) == ("r2-000", 2, "easier")
+    lin = revision.lineage
+    assert (lin.assignment_id, lin.revision, lin.round, revision.direction) == ("r2-000", 2, 2, "easier")
+    assert result.lineage == c.lineage and lin.category == "data-processing"
     assert revision.previous_bundle == c.bundle and "hints scored 1.00" in revision.feedback

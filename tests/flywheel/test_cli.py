@@ -4,14 +4,13 @@ import asyncio
 import json
 import os
 import sys
-from pathlib import Path
 
 from aes_proto import subjects
-from aes_proto.messages import CalibrationResult, PoolEvent, Verdict
+from aes_proto.messages import CalibrationResult, Lineage, PoolEvent, Verdict
 
 from aes_lib.bundle import Task
-from aes_lib.flywheel.pool_store import BUCKET, PoolStore
-from aes_lib.flywheel.seeding import seed_dirs
+from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+from aes_ops.seeding import seed_dirs
 
 AES = [sys.executable, "-m", "aes_cli.main"]
 
@@ -30,7 +29,7 @@ async def test_seed_is_idempotent_and_export_writes_a_harbor_dataset(fresh_nats,
     n = len(seed_dirs())
     assert f"seeded {n} tasks" in await aes(fresh_nats, "pool", "seed")
     assert f"pool has {n}" in await aes(fresh_nats, "pool", "seed")  # again: nothing added
-    idx, _ = await PoolStore(await bus.kv(BUCKET)).index()
+    idx = await PoolStore(await bus.kv(BUCKET)).index()
     assert len(idx.active) == n
     admitted = [e for e in await bus.history(subjects.POOL_EVENT, PoolEvent) if e.kind == "admitted"]
     assert len(admitted) == n  # the second seeding republished the same keys: dropped
@@ -51,8 +50,8 @@ async def test_status_and_report_read_the_result_streams(fresh_nats, bus, tmp_pa
     for aid, decision, verdicts in [("r1-000", "admitted", (ok,)), ("r1-001", "too_hard", (ok,)),
                                     ("r1-002", "rejected", (Verdict(stage="validate", ok=False, reason="nop_passed"),))]:
         await bus.publish(subjects.RESULT_CALIBRATION, CalibrationResult(
-            idempotency_key=aid, episode_id=aid, env_id=aid, assignment_id=aid, decision=decision,
-            verdicts=verdicts, cost_usd=0.5, mean=0.5))
+            idempotency_key=aid, episode_id=aid, env_id=aid, lineage=Lineage(assignment_id=aid, round=1, cost_usd=0.5),
+            decision=decision, verdicts=verdicts, mean=0.5))
     status = await aes(fresh_nats, "status")
     assert "valid-environment rate: 2/3" in status
     assert "cost per valid environment: $0.7500" in status

@@ -14,15 +14,15 @@ import pytest
 
 from aes_proto import subjects
 from aes_proto.messages import (
-    CalibrationResult, ContaminationResult, GateResult, PoolEvent, PoolReview, ReviewResult, RolloutSummary,
+    CalibrationResult, ContaminationResult, GateResult, PoolEvent, PoolPlan, ReviewResult, RolloutSummary,
     ValidationResult,
 )
 
 from aes_lib.flywheel.config import FlywheelConfig
-from aes_lib.flywheel.pool_store import BUCKET, PoolStore
-from aes_lib.flywheel.readout import snapshot
-from aes_lib.flywheel.rounds import run_rounds
-from aes_lib.flywheel.seeding import seed_pool
+from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+from aes_ops.readout import snapshot
+from aes_ops.rounds import run_rounds
+from aes_ops.seeding import seed_pool
 
 from flywheel_helpers import all_services, running
 from test_calibrator import SEED
@@ -44,7 +44,7 @@ async def test_one_round_with_the_local_model_records_every_stage(local_model_ur
     [seeded] = await seed_pool(bus, store, [SEED])
 
     async def size() -> int:
-        return len((await store.index())[0].active)
+        return len((await store.index()).active)
 
     lines: list[str] = []
 
@@ -64,12 +64,12 @@ async def test_one_round_with_the_local_model_records_every_stage(local_model_ur
     mean = sum(s.reward for s in reviews) / len(reviews)
     retired = [e for e in await bus.history(subjects.POOL_EVENT, PoolEvent) if e.kind == "retired"]
     assert bool(retired) == (not 0.25 <= mean <= 0.75), log
-    [plan] = [p for p in await bus.history(subjects.POOL_REVIEW, PoolReview) if p.step == "plan"]
+    [plan] = await bus.history(subjects.POOL_PLAN, PoolPlan)
     assert plan.retired == tuple(e.env_id for e in retired)
 
     # Every assignment ended in a final result, and every stage a candidate passed left its own record.
     results = await bus.history(subjects.RESULT_CALIBRATION, CalibrationResult)
-    finals = {x.assignment_id for x in results if x.decision == "admitted" or not x.resubmitted}
+    finals = {x.lineage.assignment_id for x in results if x.decision == "admitted" or not x.resubmitted}
     assert finals == set(r.finished) and len(finals) == 1 + len(retired), log
     for x in results:
         stages = [v.stage for v in x.verdicts]

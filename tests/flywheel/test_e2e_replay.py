@@ -11,19 +11,18 @@ recorded model error).
 
 import dataclasses
 import json
-from pathlib import Path
 
 import pytest
 from replay_server import ReplayServer
 
 from aes_proto import subjects
-from aes_proto.messages import Assignment, CalibrationResult, GateResult, PoolEvent, ReviewResult, ValidationResult
+from aes_proto.messages import CalibrationResult, GateResult, PoolEvent, ReviewResult, ValidationResult
 
 from aes_lib.agents.proposer.files import format_files
 from aes_lib.flywheel.config import FlywheelConfig
-from aes_lib.flywheel.pool_store import BUCKET, PoolStore
-from aes_lib.flywheel.rounds import run_rounds
-from aes_lib.flywheel.seeding import seed_pool
+from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+from aes_ops.rounds import run_rounds
+from aes_ops.seeding import seed_pool
 from aes_lib.review.rubric import CRITERION_NAMES
 
 from flywheel_helpers import GIVE_UP_ONE, all_services, one_turn_solve, routed_replay, running
@@ -56,7 +55,7 @@ async def test_round_admits_a_variant_then_review_retires_the_seed(fresh_nats, b
         [seeded] = await seed_pool(bus, store, [SEED])
 
         async def size() -> int:
-            return len((await store.index())[0].active)
+            return len((await store.index()).active)
 
         async with running(settings, *all_services(config)):
             [r1] = await run_rounds(bus, size, rounds=1, fresh=1, review=False, round_timeout=600, out=lines.append)
@@ -79,6 +78,36 @@ async def test_round_admits_a_variant_then_review_retires_the_seed(fresh_nats, b
     assert [(e.kind, e.env_id) for e in events] == [
         ("admitted", seeded.env_id), ("admitted", admitted.env_id), ("retired", seeded.env_id)]
     assert events[-1].reason == "too_easy"
-    assert (await store.index())[0].active == (admitted.env_id,)
+    assert (await store.index()).active == (admitted.env_id,)
     assert any(line.startswith("assignment r1-000") for line in lines)
     assert any("result r1-000 rev0: admitted" in line for line in lines)
+
+
+async def test_a_third_party_gate_on_the_route_judges_the_round(fresh_nats, bus, tmp_path):
+    """``NamesItsDataGate`` lives in the test folder; naming its stage in AES_ROUTE is all it
+    takes to have it judge the round's candidates (here it rejects the variant, whose
+    instruction was rewritten to name no /app/ path)."""
+    from domain_gate import NamesItsDataGate
+
+    files = {str(p.relative_to(SEED)): p.read_text() for p in sorted(SEED.rglob("*"))
+             if p.is_file() and p.relative_to(SEED).as_posix() != "tests/test.sh"}
+    files["instruction.md"] = "Count the rows of the input file and print how many there are.\n"
+    config = FlywheelConfig(generation_mode="prompt", assignments_per_round=1, solver_max_turns=1,
+                            proposals_per_assignment=1)
+    lines: list[str] = []
+    with ReplayServer([format_files(files)]) as proposer, routed_replay([], REVIEW_OK) as solver:
+        settings = dataclasses.replace(fresh_nats, model_url=solver.url, model="replay", proposer_model_url=proposer.url,
+                                       proposer_model="replay", route="validate,names-data,calibrate")
+        store = PoolStore(await bus.kv(BUCKET))
+        await seed_pool(bus, store, [SEED])
+
+        async def size() -> int:
+            return len((await store.index()).active)
+
+        async with running(settings, NamesItsDataGate(), *all_services(config)):
+            [r1] = await run_rounds(bus, size, rounds=1, fresh=1, review=False, round_timeout=600, out=lines.append)
+    assert r1.done and r1.finished == {"r1-000": "names-data:no_data_path"}, lines
+    [result] = await bus.history(subjects.RESULT_CALIBRATION, CalibrationResult)
+    assert [(v.stage, v.ok) for v in result.verdicts] == [("validate", True), ("names-data", False)]
+    [record] = await bus.history(subjects.RESULT_GATE, GateResult)
+    assert (record.gate, record.reason) == ("names-data", "no_data_path")

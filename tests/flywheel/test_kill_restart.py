@@ -19,9 +19,9 @@ import pytest
 from aes_proto import subjects
 from aes_proto.messages import CalibrationResult, PoolEvent
 
-from aes_lib.flywheel.pool_store import BUCKET, PoolStore
-from aes_lib.flywheel.rounds import decode_any, run_rounds
-from aes_lib.flywheel.seeding import seed_pool
+from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+from aes_ops.rounds import decode_any, run_rounds
+from aes_ops.seeding import seed_pool
 from aes_services.pool import PoolService
 
 from flywheel_helpers import GIVE_UP_ONE, idle, one_turn_solve, routed_replay, wait_for
@@ -44,7 +44,7 @@ TRIGGER = {
     "reset": subjects.stage("reset"),
     "calibrator": subjects.ROLLOUT_SUMMARY,  # after its first rollout: mid-calibration
     "pool": subjects.RESULT_CALIBRATION,
-    "planner": subjects.POOL_REVIEW,
+    "planner": subjects.POOL_PLAN,
 }
 
 
@@ -88,7 +88,7 @@ async def test_sigkill_mid_round_loses_nothing_and_admits_once(victim, fresh_nat
         sub = await bus.nc.subscribe(TRIGGER[victim], cb=on_trigger)
 
         async def size() -> int:
-            return len((await store.index())[0].active)
+            return len((await store.index()).active)
 
         lines: list[str] = []
         try:
@@ -107,8 +107,8 @@ async def test_sigkill_mid_round_loses_nothing_and_admits_once(victim, fresh_nat
                 p.wait()
     assert killed.is_set(), f"{victim} was never triggered:\n" + "\n".join(lines)
     assert r1.done and r1.finished == {"r1-000": "admitted"}, "\n".join(lines)
-    results = [r for r in await bus.history(subjects.RESULT_CALIBRATION, CalibrationResult) if r.assignment_id == "r1-000"]
+    results = [r for r in await bus.history(subjects.RESULT_CALIBRATION, CalibrationResult) if r.lineage.assignment_id == "r1-000"]
     assert [r.decision for r in results] == ["admitted"]
     events = await bus.history(subjects.POOL_EVENT, PoolEvent)
     assert [(e.kind, e.env_id) for e in events] == [("admitted", seeded.env_id), ("admitted", results[0].env_id)]
-    assert sorted((await store.index())[0].active) == sorted([seeded.env_id, results[0].env_id])
+    assert sorted((await store.index()).active) == sorted([seeded.env_id, results[0].env_id])

@@ -1,42 +1,53 @@
-"""Planner logic: stats folding, parent choice across categories, directions, stable ids."""
+"""Planner logic: history folding, parent choice across categories, directions, stable ids."""
 
 from aes_proto.messages import BlobRef, RolloutSummary
+from aes_proto.records import EnvHistory, PoolEntry, RolloutRecord
 
-from aes_lib.flywheel.planner import WINDOW, EnvStats, choose, parents, plan_round, record
-from aes_lib.flywheel.pool import PoolEntry
+from aes_lib.flywheel.planner import WINDOW, choose, fold, parents, plan_round
 
 
 def _entry(env_id, category="text", mean=None):
     return PoolEntry(env_id=env_id, bundle=BlobRef(key=f"b/{env_id}", sha256="x", size=1), category=category, mean_reward=mean)
 
 
-def _summary(env_id, rid, reward, failure=""):
-    return RolloutSummary(idempotency_key=rid, episode_id="ep", rollout_id=rid, env_id=env_id,
-                          role="solver", reward=reward, failure=failure)
+def _summary(env_id, rid, reward, failure="", purpose="training", role="solver"):
+    return RolloutSummary(idempotency_key=rid, episode_id="ep", rollout_id=rid, env_id=env_id, role=role,
+                          reward=reward, failure=failure, purpose=purpose, model="m")
 
 
-def test_record_folds_rewards_and_failures_once_per_rollout():
-    st = None
+def _history(env_id, *rewards):
+    return EnvHistory(env_id=env_id, recent=tuple(RolloutRecord(rollout_id=f"{env_id}{i}", reward=r)
+                                                  for i, r in enumerate(rewards)))
+
+
+def test_fold_records_rewards_and_failures_once_per_rollout():
+    h = None
     for i, (r, f) in enumerate([(0.0, "test_a: x"), (0.5, "test_a: x"), (1.0, ""), (0.0, "timeout")]):
-        st = record(st, _summary("e1", f"r{i}", r, f))
-    st = record(st, _summary("e1", "r1", 0.5, "test_a: x"))  # redelivered
-    assert st.rewards == (0.0, 0.5, 1.0, 0.0)
-    assert st.pass_rate == 0.375
-    assert st.common_failure == "test_a: x"
+        h = fold(h, _summary("e1", f"r{i}", r, f))
+    assert fold(h, _summary("e1", "r1", 0.5, "test_a: x")) == h  # redelivered
+    assert [r.reward for r in h.recent] == [0.0, 0.5, 1.0, 0.0] and h.recent[0].solver == "m"
+    assert h.pass_rate == 0.375
+    assert h.common_failure == "test_a: x"
 
 
-def test_record_keeps_a_window():
-    st = None
+def test_a_hinted_attempt_is_kept_for_the_workspace_but_not_counted():
+    h = fold(fold(None, _summary("e1", "r0", 0.0, "timeout")), _summary("e1", "d", 1.0, "x", purpose="diagnostic"))
+    assert [r.purpose for r in h.recent] == ["training", "diagnostic"]
+    assert h.pass_rate == 0.0 and h.failures == {"timeout": 1}
+    assert fold(h, _summary("e1", "p", 1.0, role="proposer")) is None  # not the solver's record
+
+
+def test_fold_keeps_a_window():
+    h = None
     for i in range(WINDOW + 5):
-        st = record(st, _summary("e1", f"r{i}", 1.0 if i >= 5 else 0.0))
-    assert len(st.rewards) == WINDOW and st.pass_rate == 1.0
+        h = fold(h, _summary("e1", f"r{i}", 1.0 if i >= 5 else 0.0))
+    assert len(h.recent) == WINDOW and h.pass_rate == 1.0
 
 
 def test_direction_follows_the_pass_rate():
-    stats = {"hard": EnvStats(env_id="hard", rewards=(0.0, 0.0, 0.5)),
-             "easy": EnvStats(env_id="easy", rewards=(1.0, 1.0, 0.5))}
+    stats = {"hard": _history("hard", 0.0, 0.0, 0.5), "easy": _history("easy", 1.0, 1.0, 0.5)}
     out = plan_round([_entry("hard"), _entry("easy")], [], stats, fresh=2, round_=1)
-    by_parent = {a.parent_env_id: a for a in out}
+    by_parent = {a.lineage.parent_env_id: a for a in out}
     assert by_parent["hard"].direction == "easier" and by_parent["easy"].direction == "harder"
     assert by_parent["hard"].pass_rate == 1 / 6
 
@@ -44,7 +55,7 @@ def test_direction_follows_the_pass_rate():
 def test_entry_mean_is_used_without_rollouts_and_unknown_is_new():
     ps = parents([_entry("a", mean=0.9), _entry("b")], {})
     out = plan_round([e.entry for e in ps], [], {}, fresh=2, round_=0)
-    assert {a.parent_env_id: a.direction for a in out} == {"a": "harder", "b": "new"}
+    assert {a.lineage.parent_env_id: a.direction for a in out} == {"a": "harder", "b": "new"}
 
 
 def test_categories_with_fewest_environments_come_first():
@@ -57,12 +68,12 @@ def test_categories_with_fewest_environments_come_first():
 
 def test_replacements_come_from_retired_parents_with_stable_ids():
     retired = [_entry("r" * 64, "text")]
-    stats = {"r" * 64: EnvStats(env_id="r" * 64, rewards=(1.0, 1.0, 1.0, 1.0))}
+    stats = {"r" * 64: _history("r" * 64, 1.0, 1.0, 1.0, 1.0)}
     first = plan_round([_entry("a")], retired, stats, fresh=1, round_=3)
     again = plan_round([_entry("a")], retired, stats, fresh=1, round_=3)
     assert [a.idempotency_key for a in first] == [a.idempotency_key for a in again]
-    assert first[0].assignment_id == "r3-replace-" + "r" * 16 and first[0].direction == "harder"
-    assert first[1].assignment_id == "r3-000" and all(a.round == 3 for a in first)
+    assert first[0].lineage.assignment_id == "r3-replace-" + "r" * 16 and first[0].direction == "harder"
+    assert first[1].lineage.assignment_id == "r3-000" and all(a.lineage.round == 3 for a in first)
 
 
 def test_empty_pool_plans_nothing():
@@ -71,14 +82,14 @@ def test_empty_pool_plans_nothing():
 
 def test_a_review_that_empties_the_pool_plans_fresh_work_from_the_retired():
     out = plan_round([], [_entry("gone", mean=0.0)], {}, fresh=2, round_=4)
-    assert [a.assignment_id for a in out] == ["r4-replace-gone", "r4-000", "r4-001"]
-    assert all(a.parent_env_id == "gone" and a.direction == "easier" for a in out)
+    assert [a.lineage.assignment_id for a in out] == ["r4-replace-gone", "r4-000", "r4-001"]
+    assert all(a.lineage.parent_env_id == "gone" and a.direction == "easier" for a in out)
 
 
 def test_each_slot_becomes_a_group_of_parallel_attempts():
     out = plan_round([_entry("a")], [_entry("gone")], {}, fresh=1, round_=2, attempts=3)
-    assert [a.assignment_id for a in out] == [f"r2-replace-gone-a{k}" for k in range(3)] + [f"r2-000-a{k}" for k in range(3)]
+    assert [a.lineage.assignment_id for a in out] == [f"r2-replace-gone-a{k}" for k in range(3)] + [f"r2-000-a{k}" for k in range(3)]
     assert {(a.group_id, a.group_size) for a in out} == {("r2-replace-gone", 3), ("r2-000", 3)}
     assert len({a.idempotency_key for a in out}) == 6  # each attempt is its own proposer episode
     [single] = plan_round([_entry("a")], [], {}, fresh=1, round_=2)
-    assert (single.assignment_id, single.group_id, single.group_size) == ("r2-000", "r2-000", 1)
+    assert (single.lineage.assignment_id, single.group_id, single.group_size) == ("r2-000", "r2-000", 1)

@@ -7,8 +7,9 @@ import pytest
 
 from aes_proto.messages import BlobRef
 
-from aes_lib.flywheel.pool import PoolCapacityError, PoolEntry, PoolIndex, admit, out_of_band, retire
-from aes_lib.flywheel.pool_store import BUCKET, PoolStore
+from aes_lib.flywheel.pool import PoolCapacityError, admit, out_of_band, retire
+from aes_proto.records import PoolEntry, PoolIndex
+from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
 
 
 def _entry(env_id: str) -> PoolEntry:
@@ -65,7 +66,7 @@ async def test_concurrent_replicas_never_admit_twice(fresh_nats):
     kinds = [c.admission.kind for r in results for c in r]
     assert kinds.count("admitted") == len(ids)
     assert kinds.count("duplicate") == len(ids) * 7
-    idx, _ = await stores[0].index()
+    idx = await stores[0].index()
     assert sorted(idx.active) == ids
     for nc, _ in conns:
         await nc.close()
@@ -81,7 +82,7 @@ async def test_concurrent_distinct_admissions_all_land(fresh_nats):
             await store.admit(_entry(f"{i:02d}{j:062x}"))
 
     await asyncio.gather(*(replica(i, s) for i, s in enumerate(stores)))
-    idx, _ = await stores[0].index()
+    idx = await stores[0].index()
     assert len(idx.active) == 40 and len(set(idx.active)) == 40
     for nc, _ in conns:
         await nc.close()
@@ -93,7 +94,7 @@ async def test_retired_environment_is_never_readmitted(fresh_nats):
     for e in ("e1", "e2", "e3"):  # e1 is evicted by e3
         await store.admit(_entry(e))
     await store.retire(["e2"])
-    assert (await store.index())[0].active == ("e3",)
+    assert (await store.index()).active == ("e3",)
     for e in ("e1", "e2"):
         c = await store.admit(_entry(e))
         assert c.admission.kind == "duplicate"

@@ -1,18 +1,17 @@
 """A pool review reruns the solver (real Docker, replayed model), retires the task that
 fell out of the band, and the planner asks for its replacement."""
 
-from pathlib import Path
 
 import pytest
 from replay_server import ReplayServer
 
 from aes_proto import subjects
-from aes_proto.messages import Assignment, PoolEvent, PoolReview, RolloutSummary
+from aes_proto.messages import Assignment, PoolEvent, PoolPlan, PoolReview, RolloutSummary
 
 from aes_lib.bundle import pack
 from aes_lib.flywheel.config import FlywheelConfig
-from aes_lib.flywheel.pool import PoolEntry
-from aes_lib.flywheel.pool_store import BUCKET, PoolStore
+from aes_proto.records import PoolEntry
+from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
 from aes_services.planner import PlannerService, RolloutStatsService
 from aes_services.pool import PoolReviewService
 
@@ -33,17 +32,19 @@ async def test_review_retires_a_task_now_too_easy_and_plans_its_replacement(fres
         services = (PoolReviewService(_runner(srv.url, bus, tmp_path), cfg), RolloutStatsService(), PlannerService(cfg))
         async with running(fresh_nats, *services):
             await bus.publish(subjects.POOL_REVIEW, PoolReview(
-                idempotency_key="review:v16", episode_id="review-v16", round=1, rerun=True, policy_version=16))
+                idempotency_key="review:v16", episode_id="review-v16", round=1, policy_version=16))
             [retired] = await wait_for(bus, subjects.POOL_EVENT, PoolEvent, lambda m: m)
             [replacement] = await drain_workqueue(bus, subjects.ASSIGNMENT, Assignment, 1)
     assert not srv.errors
     assert (retired.kind, retired.env_id, retired.reason, retired.mean_reward) == ("retired", packed.sha256, "too_easy", 1.0)
-    assert (await store.index())[0].active == () and (await store.entry(packed.sha256)).retired
+    assert (await store.index()).active == () and (await store.entry(packed.sha256)).retired
     summaries = await bus.history(subjects.ROLLOUT_SUMMARY, RolloutSummary)
     assert [(s.purpose, s.reward, s.policy_version) for s in summaries] == [("pool_review", 1.0, 16)] * 4
-    plan = [r for r in await bus.history(subjects.POOL_REVIEW, PoolReview) if r.step == "plan"]
+    plan = await bus.history(subjects.POOL_PLAN, PoolPlan)
     assert [p.retired for p in plan] == [(packed.sha256,)]
-    assert (replacement.parent_env_id, replacement.direction, replacement.round) == (packed.sha256, "harder", 1)
+    lin = replacement.lineage
+    assert (lin.parent_env_id, replacement.direction, lin.round) == (packed.sha256, "harder", 1)
+    assert (lin.category, lin.revision) == ("data-processing", 0)
     assert replacement.parent_bundle == ref
 
 
@@ -54,8 +55,8 @@ async def test_review_keeps_tasks_in_band(fresh_nats, bus, tmp_path):
     await store.admit(PoolEntry(env_id=packed.sha256, bundle=ref, category="data-processing"))
     with ReplayServer(SOLVE + GIVE_UP + SOLVE + GIVE_UP) as srv:
         async with running(fresh_nats, PoolReviewService(_runner(srv.url, bus, tmp_path), FlywheelConfig())):
-            await bus.publish(subjects.POOL_REVIEW, PoolReview(idempotency_key="review:m1", episode_id="m1", rerun=True))
-            await wait_for(bus, subjects.POOL_REVIEW, PoolReview, lambda m: any(r.step == "plan" for r in m))
-    assert (await store.index())[0].active == (packed.sha256,)
+            await bus.publish(subjects.POOL_REVIEW, PoolReview(idempotency_key="review:m1", episode_id="m1"))
+            await wait_for(bus, subjects.POOL_PLAN, PoolPlan, lambda m: m)
+    assert (await store.index()).active == (packed.sha256,)
     assert (await store.entry(packed.sha256)).mean_reward == 0.5
     assert await bus.history(subjects.POOL_EVENT, PoolEvent) == []

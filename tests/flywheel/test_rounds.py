@@ -2,18 +2,20 @@
 
 from aes_proto import subjects
 from aes_proto.codec import encode
-from aes_proto.messages import Assignment, CalibrationResult, DeadLetter, PoolReview, Verdict
+from aes_proto.messages import Assignment, CalibrationResult, DeadLetter, Lineage, PoolPlan, Verdict
 
-from aes_lib.flywheel.rounds import RoundTracker, decode_any, describe, run_rounds
+from aes_ops.rounds import RoundTracker, decode_any, describe, run_rounds
 
 
 def _a(aid, rnd=1, rev=0):
-    return Assignment(idempotency_key=f"{aid}:{rev}", episode_id=aid, assignment_id=aid, direction="harder", round=rnd, revision=rev)
+    return Assignment(idempotency_key=f"{aid}:{rev}", episode_id=aid,
+                      lineage=Lineage(assignment_id=aid, round=rnd, revision=rev), direction="harder")
 
 
-def _res(aid, decision, resubmitted=False, rev=0):
-    return CalibrationResult(idempotency_key=f"{aid}:{rev}:res", episode_id=aid, env_id="e" * 64, assignment_id=aid,
-                             decision=decision, resubmitted=resubmitted, revision=rev,
+def _res(aid, decision, resubmitted=False, rev=0, rnd=1):
+    return CalibrationResult(idempotency_key=f"{aid}:{rev}:res", episode_id=aid, env_id="e" * 64,
+                             lineage=Lineage(assignment_id=aid, round=rnd, revision=rev),
+                             decision=decision, resubmitted=resubmitted,
                              verdicts=(Verdict(stage="validate", ok=decision != "rejected", reason="oracle_failed"),))
 
 
@@ -22,9 +24,10 @@ def test_round_ends_when_every_assignment_ends_including_revisions():
     for m in (_a("r1-000"), _a("r1-001"), _a("r0-000", rnd=0)):
         t.observe(m)
     assert not t.done  # the plan step (how many to expect) not seen yet
-    t.observe(PoolReview(idempotency_key="p", episode_id="p", round=1, step="plan", fresh=2))
+    t.observe(PoolPlan(idempotency_key="p", episode_id="p", round=1, fresh=2))
     t.observe(_res("r1-000", "too_hard", resubmitted=True))  # sent back: not over
     t.observe(_res("r1-001", "admitted"))
+    t.observe(_res("r0-000", "admitted", rnd=0))  # another round's result: not counted
     assert not t.done
     t.observe(_a("r1-000", rev=1))
     t.observe(_res("r1-000", "rejected", rev=1))
@@ -33,14 +36,21 @@ def test_round_ends_when_every_assignment_ends_including_revisions():
 
 def test_dead_letter_on_the_admission_path_ends_an_assignment():
     t = RoundTracker(round=2)
-    t.observe(PoolReview(idempotency_key="p", episode_id="p", round=2, step="plan", fresh=1))
-    t.observe(_a("r2-000", rnd=2))
+    t.observe(PoolPlan(idempotency_key="p", episode_id="p", round=2, fresh=1))
+    a = _a("r2-000", rnd=2)
+    t.observe(a)
     side = DeadLetter(idempotency_key="d0", episode_id="r2-000", subject=subjects.ROLLOUT_SUMMARY, stream="S",
-                      consumer="planner-stats", deliveries=6, error="x", data=b"")
+                      consumer="planner-stats", deliveries=6, error="x", lineage=a.lineage, data=b"")
     t.observe(side)
+    other = DeadLetter(idempotency_key="d2", episode_id="r1-000", subject=subjects.stage("validate"), stream="S",
+                       consumer="validator", deliveries=6, error="boom", lineage=Lineage(assignment_id="r1-000", round=1))
+    t.observe(other)  # another round's
+    blind = DeadLetter(idempotency_key="d3", episode_id="r2-000", subject=subjects.stage("validate"), stream="S",
+                       consumer="validator", deliveries=1, fault="malformed", error="junk")
+    t.observe(blind)  # no lineage in its bytes: it names no assignment
     assert not t.done
     t.observe(DeadLetter(idempotency_key="d1", episode_id="r2-000", subject=subjects.stage("validate"), stream="S",
-                         consumer="validator", deliveries=6, error="boom", data=b""))
+                         consumer="validator", deliveries=6, error="boom", lineage=a.lineage, data=b""))
     assert t.done and t.finished == {"r2-000": "dead_letter"}
 
 
@@ -64,8 +74,7 @@ async def test_the_training_phase_reads_on_from_the_rounds_feed(bus):
     seen = []
 
     async def after_round(r, feed):
-        await bus.publish(subjects.POOL_REVIEW, PoolReview(idempotency_key="after", episode_id="after", round=r,
-                                                           step="plan", rerun=False))
+        await bus.publish(subjects.POOL_PLAN, PoolPlan(idempotency_key="after", episode_id="after", round=r))
         while (got := await feed.next(5.0)) is not None:
             seen.append(got[1])
             if got[1].idempotency_key == "after":

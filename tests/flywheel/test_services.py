@@ -3,12 +3,12 @@
 import asyncio
 
 from aes_proto import subjects
-from aes_proto.messages import Assignment, BlobRef, CalibrationResult, PolicyVersion, PoolEvent, PoolReview, RolloutSummary
+from aes_proto.messages import Assignment, BlobRef, CalibrationResult, Lineage, PolicyVersion, PoolEvent, PoolPlan, PoolReview, RolloutSummary
 
 from aes_lib.flywheel.config import FlywheelConfig
-from aes_lib.flywheel.pool import PoolEntry
-from aes_lib.flywheel.pool_store import BUCKET, PoolStore
-from aes_services.planner import STATS_BUCKET, PlannerService, RolloutStatsService, load_stats
+from aes_proto.records import HISTORY_BUCKET, PoolEntry
+from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+from aes_services.planner import PlannerService, RolloutStatsService, load_histories
 from aes_services.pool import PolicyWatchService, PoolService
 
 from flywheel_helpers import drain_workqueue, idle, running, wait_for
@@ -23,8 +23,9 @@ def _ref(env_id):
 def _result(env_id, assignment_id, decision="admitted", key=None):
     return CalibrationResult(
         idempotency_key=key or f"{assignment_id}:calibrate", episode_id=assignment_id, env_id=env_id,
-        assignment_id=assignment_id, decision=decision, rewards=(1.0, 0.0, 1.0, 0.0), mean=0.5, std=0.5,
-        proposer_reward=1.0 if decision == "admitted" else 0.25, bundle=_ref(env_id), category="text",
+        lineage=Lineage(assignment_id=assignment_id, round=1, category="text"), decision=decision,
+        rewards=(1.0, 0.0, 1.0, 0.0), mean=0.5, std=0.5,
+        proposer_reward=1.0 if decision == "admitted" else 0.25, bundle=_ref(env_id),
     )
 
 
@@ -40,13 +41,13 @@ async def test_pool_admits_each_environment_once_across_replicas(fresh_nats, bus
         await wait_for(bus, subjects.POOL_EVENT, PoolEvent, lambda m: len(m) >= 3)
         await idle(bus, PoolService)
     events = await bus.history(subjects.POOL_EVENT, PoolEvent)
-    idx, _ = await PoolStore(await bus.kv(BUCKET)).index()
+    idx = await PoolStore(await bus.kv(BUCKET)).index()
     assert sorted(idx.active) == ["e1", "e3"]
     admitted = [e.env_id for e in events if e.kind == "admitted"]
     assert sorted(admitted) == ["e1", "e3"]  # the republish of r1-000 repeats the same key: dropped
     assert [e.env_id for e in events if e.kind == "duplicate"] == ["e1"]
     entry = await PoolStore(await bus.kv(BUCKET)).entry("e1")
-    assert entry.round == 1 and entry.assignment_id == "r1-000"
+    assert entry.round == 1 and entry.assignment_id == "r1-000" and entry.category == "text"
 
 
 async def test_policy_watch_requests_a_review_every_k_solver_updates(fresh_nats, bus):
@@ -62,7 +63,7 @@ async def test_policy_watch_requests_a_review_every_k_solver_updates(fresh_nats,
         await asyncio.sleep(0.5)  # a review for proposer update v6 (also at 4 solver updates) would show now
         reviews = await bus.history(subjects.POOL_REVIEW, PoolReview)
     # The 4th and 8th solver updates are versions 5 and 11.
-    assert [(r.policy_version, r.step, r.rerun) for r in reviews] == [(5, "review", True), (11, "review", True)]
+    assert [r.policy_version for r in reviews] == [5, 11]
 
 
 async def test_stats_and_planner_publish_assignments_from_latest_rollouts(fresh_nats, bus):
@@ -81,17 +82,18 @@ async def test_stats_and_planner_publish_assignments_from_latest_rollouts(fresh_
         await bus.publish(subjects.ROLLOUT_SUMMARY, RolloutSummary(
             idempotency_key="diag", episode_id="ep", rollout_id="diag", env_id="hard", role="solver",
             reward=1.0, purpose="diagnostic"))
-        kv = await bus.kv(STATS_BUCKET)
-        while sum(len(s.rewards) for s in (await load_stats(kv, ["hard", "easy", "gone"])).values()) < 5:
+        kv = await bus.kv(HISTORY_BUCKET)
+        while sum(len(h.recent) for h in (await load_histories(kv, ["hard", "easy", "gone"])).values()) < 6:
             await asyncio.sleep(0.1)
-        await bus.publish(subjects.POOL_REVIEW, PoolReview(
-            idempotency_key="round-1:plan", episode_id="round-1", round=1, step="plan", fresh=2, retired=("gone",)))
+        await bus.publish(subjects.POOL_PLAN, PoolPlan(
+            idempotency_key="round-1:plan", episode_id="round-1", round=1, fresh=2, retired=("gone",)))
         assignments = await drain_workqueue(bus, subjects.ASSIGNMENT, Assignment, 3)
-    by_id = {a.assignment_id: a for a in assignments}
+    by_id = {a.lineage.assignment_id: a for a in assignments}
     assert set(by_id) == {"r1-replace-gone", "r1-000", "r1-001"}
-    assert by_id["r1-replace-gone"].direction == "harder" and by_id["r1-replace-gone"].parent_env_id == "gone"
-    fresh = {a.parent_env_id: a for a in assignments if "replace" not in a.assignment_id}
+    assert all(a.lineage.round == 1 and a.lineage.revision == 0 for a in assignments)
+    assert by_id["r1-replace-gone"].direction == "harder" and by_id["r1-replace-gone"].lineage.parent_env_id == "gone"
+    fresh = {a.lineage.parent_env_id: a for a in assignments if "replace" not in a.lineage.assignment_id}
     assert set(fresh) == {"hard", "easy"}  # one per category
     assert fresh["hard"].direction == "easier" and fresh["hard"].pass_rate == 0.25
     assert fresh["hard"].common_failure == "test_sum: assert 3 == 4"
-    assert fresh["easy"].direction == "harder" and fresh["easy"].category == "git"
+    assert fresh["easy"].direction == "harder" and fresh["easy"].lineage.category == "git"

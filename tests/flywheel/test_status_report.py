@@ -3,17 +3,18 @@
 import base64
 import re
 
-from aes_proto.messages import CalibrationResult, LearnerStats, PoolEvent, RolloutSummary, ServingUpdate, Verdict
+from aes_proto.messages import CalibrationResult, LearnerStats, Lineage, PoolEvent, RolloutSummary, ServingUpdate, Verdict
 
-from aes_lib.flywheel.report import build
+from aes_ops.report import build
 from aes_lib.flywheel.status import outcome_label, summarize, wilson
 
 OK = Verdict(stage="validate", ok=True, reason="ok")
 
 
-def _r(aid, decision, verdicts=(OK,), cost=0.01, mean=0.5, mode="agent"):
-    return CalibrationResult(idempotency_key=aid, episode_id=aid, env_id=aid, assignment_id=aid, decision=decision,
-                             verdicts=verdicts, cost_usd=cost, mean=mean, mode=mode,
+def _r(aid, decision, verdicts=(OK,), cost=0.01, mean=0.5, mode="agent", rnd=1):
+    return CalibrationResult(idempotency_key=aid, episode_id=aid, env_id=aid,
+                             lineage=Lineage(assignment_id=aid, round=rnd, cost_usd=cost, mode=mode), decision=decision,
+                             verdicts=verdicts, mean=mean,
                              proposer_reward={"admitted": 1.0, "rejected": 0.0}.get(decision, 0.25))
 
 
@@ -21,9 +22,9 @@ RESULTS = [
     _r("r1-000", "admitted"),
     _r("r1-001", "rejected", (Verdict(stage="validate", ok=False, reason="oracle_failed"),)),
     _r("r1-002", "too_easy", mean=1.0),
-    _r("r2-000", "rejected", (OK, Verdict(stage="contamination", ok=False, reason="ngram_overlap"))),
-    _r("r2-001", "rejected", (Verdict(stage="validate", ok=False, reason="build_failed"),), mode="prompt"),
-    _r("r2-002", "admitted", mean=0.25),
+    _r("r2-000", "rejected", (OK, Verdict(stage="contamination", ok=False, reason="ngram_overlap")), rnd=2),
+    _r("r2-001", "rejected", (Verdict(stage="validate", ok=False, reason="build_failed"),), mode="prompt", rnd=2),
+    _r("r2-002", "admitted", mean=0.25, rnd=2),
 ]
 EVENTS = [PoolEvent(idempotency_key="x", episode_id="x", env_id="e", kind="retired", reason="too_easy")]
 ROLLOUTS = [RolloutSummary(idempotency_key=f"s{i}", episode_id="e", rollout_id=f"s{i}", env_id="e", role="solver",

@@ -8,10 +8,10 @@ import sys
 import msgspec
 
 from aes_proto import encode, subjects
-from aes_proto.messages import CalibrationResult, DeadLetter, PoolReview, Verdict
+from aes_proto.messages import CalibrationResult, DeadLetter, Lineage, PoolReview, Verdict
 
 from aes_lib.bus import History
-from aes_lib.flywheel.rounds import next_round
+from aes_ops.rounds import next_round
 
 AES = [sys.executable, "-m", "aes_cli.main"]
 POISON = b"\xc1 not msgpack"
@@ -20,8 +20,9 @@ NEXT_VERSION = msgspec.msgpack.encode({"type": "CalibrationResult", "schema_vers
 
 
 def _result(aid: str, decision: str = "admitted") -> CalibrationResult:
-    return CalibrationResult(idempotency_key=aid, episode_id=aid, env_id=aid, assignment_id=aid, decision=decision,
-                             verdicts=(Verdict(stage="validate", ok=True, reason="ok"),), cost_usd=0.5, mean=0.5)
+    return CalibrationResult(idempotency_key=aid, episode_id=aid, env_id=aid,
+                             lineage=Lineage(assignment_id=aid, round=1, cost_usd=0.5), decision=decision,
+                             verdicts=(Verdict(stage="validate", ok=True, reason="ok"),), mean=0.5)
 
 
 def _letter(key: str, subject: str, consumer: str) -> DeadLetter:
@@ -46,7 +47,7 @@ async def test_history_skips_and_counts_what_does_not_decode(bus):
     await bus.publish(subjects.RESULT_CALIBRATION, _result("r1-001"))
     got = await bus.history(subjects.RESULT_CALIBRATION, CalibrationResult)
     assert isinstance(got, History) and isinstance(got, list)
-    assert [r.assignment_id for r in got] == ["r1-000", "r1-001"]
+    assert [r.lineage.assignment_id for r in got] == ["r1-000", "r1-001"]
     assert (got.skipped, got.subject) == (2, subjects.RESULT_CALIBRATION)
     clean = await bus.history(subjects.POOL_EVENT, CalibrationResult)
     assert clean == [] and clean.skipped == 0

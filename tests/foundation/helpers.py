@@ -9,7 +9,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from aes_proto.messages import Assignment
+from aes_proto.messages import Assignment, Lineage
 
 from aes_lib.config import Settings
 
@@ -19,7 +19,11 @@ WAIT = 60.0
 
 
 def assignment(i: int | str, **kw: object) -> Assignment:
-    return Assignment(idempotency_key=f"a-{i}", episode_id=f"ep-{i}", assignment_id=f"as-{i}", direction="new", **kw)
+    """An assignment ``as-<i>``; keyword arguments naming a ``Lineage`` field go into its lineage."""
+    lineage = {k: kw.pop(k) for k in list(kw) if k in Lineage.__struct_fields__}
+    lineage.setdefault("assignment_id", f"as-{i}")
+    return Assignment(idempotency_key=f"a-{i}", episode_id=f"ep-{i}", lineage=Lineage(**lineage),  # type: ignore[arg-type]
+                      direction="new", **kw)  # type: ignore[arg-type]
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: float = WAIT) -> None:

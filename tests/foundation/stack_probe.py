@@ -16,4 +16,4 @@ class Probe(Service[Assignment]):
     async def handle(self, msg: Assignment, ctx: Context) -> None:
         await ctx.publish(subjects.RESULT_GATE, GateResult(
             idempotency_key=f"{msg.idempotency_key}:probe", episode_id=msg.episode_id,
-            env_id=msg.assignment_id, gate="probe", ok=True, reason="ok"))
+            env_id=msg.lineage.assignment_id, gate="probe", ok=True, reason="ok"))

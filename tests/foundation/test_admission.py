@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from aes_proto import decode, subjects
-from aes_proto.messages import BlobRef, CalibrationResult, CandidateEnv, Verdict
+from aes_proto.messages import BlobRef, CalibrationResult, CandidateEnv, Lineage, Verdict
 
 from aes_lib.admission import RouteError, forward, reject
 from aes_lib.bus import Bus
@@ -15,12 +15,8 @@ CANDIDATE = CandidateEnv(
     episode_id="ep-1",
     env_id="env-1",
     bundle=BlobRef(key="bundles/sha256/x.tar.gz", sha256="x" * 64, size=10),
-    assignment_id="as-1",
-    revision=1,
-    category="git",
+    lineage=Lineage(assignment_id="as-1", revision=1, category="git", mode="feedback", cost_usd=0.0125),
     route=("validate", "contamination", "calibrate"),
-    mode="feedback",
-    cost_usd=0.0125,
 )
 PASS = Verdict(stage="validate", ok=True, reason="ok")
 
@@ -38,7 +34,7 @@ async def test_forward_publishes_to_the_next_stage(bus: Bus) -> None:
     (got,) = await _take(bus, subjects.stage("contamination"))
     assert got == sent
     assert got.route == ("contamination", "calibrate") and got.verdicts == (PASS,)
-    assert got.env_id == CANDIDATE.env_id and got.revision == 1 and got.episode_id == "ep-1"
+    assert got.env_id == CANDIDATE.env_id and got.lineage.revision == 1 and got.episode_id == "ep-1"
 
 
 async def test_reject_publishes_a_final_rejected_result(bus: Bus) -> None:
@@ -46,10 +42,10 @@ async def test_reject_publishes_a_final_rejected_result(bus: Bus) -> None:
     await reject(bus, CANDIDATE, fail, proposer_reward=0.0)
     (result,) = await bus.history(subjects.RESULT_CALIBRATION, CalibrationResult)
     assert result.decision == "rejected" and result.proposer_reward == 0.0
-    assert result.verdicts == (fail,) and result.env_id == "env-1" and result.assignment_id == "as-1"
-    assert result.bundle == CANDIDATE.bundle and result.revision == 1
+    assert result.verdicts == (fail,) and result.env_id == "env-1" and result.lineage.assignment_id == "as-1"
+    assert result.bundle == CANDIDATE.bundle and result.lineage == CANDIDATE.lineage
     # Cost per valid environment counts what rejected candidates cost too.
-    assert result.mode == "feedback" and result.cost_usd == 0.0125
+    assert result.lineage.mode == "feedback" and result.lineage.cost_usd == 0.0125
 
 
 async def test_a_stage_not_at_the_head_cannot_route(bus: Bus) -> None:

@@ -116,7 +116,7 @@ async def test_message_that_keeps_failing_lands_in_dead_letter_with_its_error(bu
     assert letter.deliveries == 3 and svc.attempts["a-9"] == 3
     assert "disk on fire on attempt 3" in letter.error and "RuntimeError" in letter.error
     assert letter.data == encode(sent) and letter.subject == subjects.ASSIGNMENT and letter.consumer == "recorder"
-    assert letter.episode_id == "ep-9"
+    assert letter.episode_id == "ep-9" and letter.lineage == sent.lineage
     assert await _pending(bus) == 0  # off the work queue
 
 
@@ -137,6 +137,7 @@ async def test_malformed_message_goes_straight_to_dead_letter(bus: Bus, fresh_na
     (letter,) = letters
     assert letter.deliveries == 1 and not svc.attempts
     assert "cannot decode Assignment" in letter.error
+    assert letter.lineage is None  # no lineage in bytes that are not a message
 
 
 async def test_long_handler_heartbeats_instead_of_being_redelivered(bus: Bus, fresh_nats: Settings) -> None:

@@ -12,7 +12,7 @@ from nats.js.api import AckPolicy, ConsumerConfig
 from nats.js.errors import NotFoundError
 
 from aes_proto import encode, subjects
-from aes_proto.messages import Assignment, BlobRef, CandidateEnv, DeadLetter
+from aes_proto.messages import Assignment, BlobRef, CandidateEnv, DeadLetter, Lineage
 
 from aes_lib.bus import Backoff, Bus, dead_letter_subject, run_service
 from aes_lib.config import Settings
@@ -61,7 +61,7 @@ async def letters(bus: Bus) -> Letters:
     await bus.js.publish(subjects.ASSIGNMENT, sent, headers={"Nats-Msg-Id": "a-1"})
     bundle = BlobRef(key="bundles/x.tar.gz", sha256="0" * 64, size=1)
     big = encode(CandidateEnv(idempotency_key="c-1", episode_id="ep-c", env_id="e" * 64, bundle=bundle,
-                              assignment_id="as-c", category="x" * 4096))
+                              lineage=Lineage(assignment_id="as-c", category="x" * 4096)))
     ref = await asyncio.to_thread(bus.blobs.put_bytes, "dlq/c-1", big)
     ids = {}
     for letter in [

@@ -48,21 +48,28 @@ def test_every_message_has_a_schema() -> None:
     assert set(schemas) == {t.__name__ for t in MESSAGE_TYPES}
 
 
+def _lineage(**fields: object) -> dict[str, object]:
+    return {"assignment_id": "a", **fields}
+
+
 def _raw(**fields: object) -> bytes:
-    base = {"type": "Assignment", "idempotency_key": "k", "episode_id": "e", "assignment_id": "a", "direction": "new"}
+    base = {"type": "Assignment", "idempotency_key": "k", "episode_id": "e", "lineage": _lineage(), "direction": "new"}
     return msgspec.msgpack.encode({**base, **fields})
 
 
 @pytest.mark.parametrize(
     "data,field",
     [
-        (_raw(revision="two"), "$.revision"),
+        (_raw(lineage=_lineage(revision="two")), "$.lineage.revision"),
         (_raw(direction="sideways"), "$.direction"),
         (_raw(surprise=1), "surprise"),
         (_raw(schema_version=2), "schema_version"),
         (_raw(type="CandidateEnv"), "type"),
+        (_raw(lineage=_lineage(surprise=1)), "surprise"),
+        (_raw(lineage=None), "$.lineage"),
     ],
-    ids=["wrong-type", "bad-literal", "unknown-field", "wrong-version", "wrong-tag"],
+    ids=["wrong-type", "bad-literal", "unknown-field", "wrong-version", "wrong-tag", "unknown-lineage-field",
+         "null-lineage"],
 )
 def test_bad_message_raises_naming_the_field(data: bytes, field: str) -> None:
     with pytest.raises(MessageError, match="cannot decode Assignment") as err:

@@ -15,7 +15,7 @@ import pytest
 from aes_proto import subjects
 from aes_proto.messages import GateResult
 
-from aes_lib import stack
+from aes_ops import stack
 from aes_lib.bus import Bus, BusAuthError
 from aes_lib.config import Settings
 

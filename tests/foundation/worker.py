@@ -27,7 +27,7 @@ def effect(msg: Assignment) -> GateResult:
     return GateResult(
         idempotency_key=f"{msg.idempotency_key}:gate",
         episode_id=msg.episode_id,
-        env_id=msg.assignment_id,
+        env_id=msg.lineage.assignment_id,
         gate="test",
         ok=True,
         reason="ok",

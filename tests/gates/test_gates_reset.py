@@ -10,7 +10,7 @@ import pytest
 from gate_tasks import write_task
 
 from aes_lib.bundle import Task
-from aes_services.reset_gate import check_reset, manifest_of_tar, task_roots
+from aes_lib.sandbox.reset import check_reset, manifest_of_tar, task_roots
 
 DETERMINISTIC = """FROM aes-base:latest
 WORKDIR /app

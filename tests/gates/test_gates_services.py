@@ -16,7 +16,7 @@ from replay_server import ReplayServer  # a replay/fault server standing in for 
 
 from aes_proto import decode, subjects
 from aes_proto.messages import (
-    CalibrationResult, CandidateEnv, ContaminationResult, DeadLetter, GateResult, ReviewResult,
+    CalibrationResult, CandidateEnv, ContaminationResult, DeadLetter, GateResult, Lineage, ReviewResult,
 )
 
 from aes_lib.bus import stream_for
@@ -67,7 +67,7 @@ def _candidate(blobs, task_dir: Path, route: tuple[str, ...], key: str) -> Candi
     ref = blobs.put_content("bundles", bundle.data, suffix=".tar.gz")
     return CandidateEnv(
         idempotency_key=key, episode_id=f"ep-{key}", env_id=bundle.sha256, bundle=ref,
-        assignment_id=f"as-{key}", route=route,
+        lineage=Lineage(assignment_id=f"as-{key}"), route=route,
     )
 
 
@@ -76,7 +76,7 @@ def _task(tmp_path: Path, name: str, instruction: str, dockerfile: str = "FROM a
 
 
 def _rejections(msgs):
-    return {m.assignment_id: m for m in msgs if m.decision == "rejected"}
+    return {m.lineage.assignment_id: m for m in msgs if m.decision == "rejected"}
 
 
 def test_index_round_trips_through_the_blob_store(blob_store):
@@ -103,7 +103,8 @@ async def test_contamination_gate_rejects_a_copy_and_forwards_the_rest(fresh_nat
         await register(await bus.kv(KV_BUCKET), save_index(blobs, NgramIndex.build([HeldoutTask("tb/logrotate", HELDOUT)])))
         copied = "Please " + " ".join(tokens(HELDOUT)[5:18]) + " thanks"
         dirty = _candidate(blobs, _task(tmp_path, "dirty", copied), route, "dirty")
-        clean2 = msgspec.structs.replace(clean, idempotency_key="clean2", assignment_id="as-clean2")
+        clean2 = msgspec.structs.replace(
+            clean, idempotency_key="clean2", lineage=msgspec.structs.replace(clean.lineage, assignment_id="as-clean2"))
         await bus.publish(subjects.stage("contamination"), dirty)
         await bus.publish(subjects.stage("contamination"), clean2)
 
@@ -120,7 +121,7 @@ async def test_contamination_gate_rejects_a_copy_and_forwards_the_rest(fresh_nat
     assert dirty_result.heldout_task == "tb/logrotate"
     assert set(_rejections(rejected)) == {"as-dirty"}
     assert _rejections(rejected)["as-dirty"].verdicts[-1].reason == "contaminated"
-    assert fwd2.assignment_id == "as-clean2" and fwd2.verdicts[-1].reason == "ok"
+    assert fwd2.lineage.assignment_id == "as-clean2" and fwd2.verdicts[-1].reason == "ok"
 
 
 def _answer(**outcomes: str) -> str:
@@ -173,7 +174,7 @@ async def test_reset_gate_rejects_a_build_time_stamp(fresh_nats, bus, tmp_path):
         rejected = await asyncio.wait_for(
             wait_for(bus, subjects.RESULT_CALIBRATION, CalibrationResult, lambda m: _rejections(m)), 120)
         gates = await asyncio.wait_for(wait_for(bus, subjects.RESULT_GATE, GateResult, lambda m: len(m) >= 2), 30)
-    assert fwd.assignment_id == "as-stable" and fwd.verdicts[-1].reason == "ok"
+    assert fwd.lineage.assignment_id == "as-stable" and fwd.verdicts[-1].reason == "ok"
     verdict = _rejections(rejected)["as-stamped"].verdicts[-1]
     assert verdict.stage == "reset" and verdict.reason == "state_differs" and "/app/data.txt" in verdict.detail
     assert {g.idempotency_key: g.ok for g in gates} == {"stable:reset": True, "stamped:reset": False}

@@ -19,14 +19,15 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from aes_lib.flywheel.pool_store import BUCKET, PoolStore
-from aes_lib.flywheel.seeding import seed_pool
+from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+from aes_ops.seeding import seed_pool
 from aes_lib.learner import checkpoint_key
 from aes_lib.learner.advantages import has_signal
 from aes_lib.models.torch_serve import serve
 from aes_proto import subjects
 from aes_proto.messages import BlobRef, LearnerStats, PolicyVersion, TrainingWave, TrajectoryRef
-from aes_services.learner import STATE_BUCKET, LearnerState, LearnerService
+from aes_proto.records import LEARNER_BUCKET
+from aes_services.learner import LearnerState, LearnerService
 from aes_services.serving import WeightSyncService
 from aes_services.training import WavePlannerService
 
@@ -101,7 +102,7 @@ async def test_sigkills_lose_no_sample_and_train_none_twice(fresh_nats, bus, wor
     assert sorted(trained) == sorted(g for g, rewards in groups.items() if has_signal(rewards))
     assert sorted(stats) == list(range(1, len(stats) + 1))
     # The learner's saved state is the last version, holding nothing.
-    entry = await (await bus.kv(STATE_BUCKET)).get("learner")
+    entry = await (await bus.kv(LEARNER_BUCKET)).get("learner")
     state = msgspec.msgpack.decode(bus.blobs.get_bytes(msgspec.json.decode(entry.value, type=BlobRef)),
                                    type=LearnerState)
     versions = await bus.history(subjects.POLICY_VERSION, PolicyVersion)

@@ -14,10 +14,10 @@ import statistics
 
 import pytest
 
-from aes_lib.flywheel.pool_store import BUCKET, PoolStore
-from aes_lib.flywheel.seeding import seed_pool
+from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+from aes_ops.seeding import seed_pool
 from aes_lib.flywheel.training import TrainingConfig
-from aes_lib.flywheel.waves import train
+from aes_ops.waves import train
 from aes_lib.learner import LearnerConfig
 from aes_lib.models.torch_serve import serve
 from aes_lib.models.weights import TorchEngineClient

@@ -20,6 +20,7 @@ from aes_proto.messages import (
     CalibrationResult,
     CandidateEnv,
     LearnerStats,
+    Lineage,
     TrajectoryRef,
     Verdict,
 )
@@ -33,8 +34,9 @@ pytestmark = pytest.mark.timeout(180)
 
 def _assignment(attempt: int, revision: int = 0) -> Assignment:
     aid = f"r1-000-a{attempt}"
-    return Assignment(idempotency_key=f"{aid}:rev{revision}", episode_id=aid, assignment_id=aid, direction="harder",
-                      revision=revision, group_id="r1-000", group_size=3)
+    return Assignment(idempotency_key=f"{aid}:rev{revision}", episode_id=aid,
+                      lineage=Lineage(assignment_id=aid, round=1, revision=revision), direction="harder",
+                      group_id="r1-000", group_size=3)
 
 
 def _episode(bus, name: str) -> BlobRef:
@@ -45,14 +47,14 @@ def _episode(bus, name: str) -> BlobRef:
 
 def _candidate(a: Assignment, traj: BlobRef, env: str) -> CandidateEnv:
     return CandidateEnv(idempotency_key=f"{a.idempotency_key}:candidate", episode_id=a.episode_id, env_id=env,
-                        bundle=BlobRef(key=f"b/{env}", sha256="0" * 64, size=1), assignment_id=a.assignment_id,
-                        revision=a.revision, route=("validate", "calibrate"), proposal=proposal(a, traj))
+                        bundle=BlobRef(key=f"b/{env}", sha256="0" * 64, size=1), lineage=a.lineage,
+                        route=("validate", "calibrate"), proposal=proposal(a, traj))
 
 
 def _calibrated(c: CandidateEnv, decision: str, reward: float, resubmitted: bool = False) -> CalibrationResult:
     return CalibrationResult(idempotency_key=f"{c.idempotency_key}>calibrate", episode_id=c.episode_id, env_id=c.env_id,
-                             assignment_id=c.assignment_id, decision=decision, proposer_reward=reward,
-                             revision=c.revision, resubmitted=resubmitted, proposal=c.proposal)
+                             lineage=c.lineage, decision=decision, proposer_reward=reward,
+                             resubmitted=resubmitted, proposal=c.proposal)
 
 
 async def test_admitted_out_of_band_and_broken_episodes_become_one_trained_group(fresh_nats, bus, tiny_model):
@@ -62,7 +64,8 @@ async def test_admitted_out_of_band_and_broken_episodes_become_one_trained_group
     sent_back = _calibrated(_candidate(a2, _episode(bus, "ep-a2"), "env-a2"), "too_hard", 0.25, resubmitted=True)
     revised = _candidate(a2_rev, _episode(bus, "ep-a2-rev1"), "env-a2r")
     broken = rejection(revised, Verdict(stage="validate", ok=False, reason="oracle_failed"), 0.0)
-    lone = Assignment(idempotency_key="r1-003", episode_id="r1-003", assignment_id="r1-003", direction="easier")
+    lone = Assignment(idempotency_key="r1-003", episode_id="r1-003", lineage=Lineage(assignment_id="r1-003", round=1),
+                      direction="easier")
     nothing = no_candidate(lone, "no_submission", "12 turns", trajectory=_episode(bus, "ep-a3"))
     learner = LearnerService(LearnerConfig(model_path=str(tiny_model), proposer_groups_per_batch=1, lr=1e-3))
     async with running(fresh_nats, ProposerSampleService(), learner):

@@ -13,14 +13,14 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from aes_lib import stack
+from aes_ops import stack
 from aes_lib.agents.trajectory import load_trajectory
 from aes_lib.bus import Bus
 from aes_lib.config import Settings
-from aes_lib.flywheel.pool_store import BUCKET, PoolStore
-from aes_lib.flywheel.seeding import seed_pool
+from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+from aes_ops.seeding import seed_pool
 from aes_lib.flywheel.training import TrainingConfig
-from aes_lib.flywheel.waves import train
+from aes_ops.waves import train
 from aes_lib.learner import DppoTrainer, LearnerConfig, TokenizedTurn, load_checkpoint
 from aes_lib.learner.trainer import _Seq
 from aes_lib.models import ChatClient

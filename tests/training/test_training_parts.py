@@ -5,9 +5,9 @@ import dataclasses
 import pytest
 
 from aes_lib.config import Settings
-from aes_lib.flywheel.pool import PoolEntry
+from aes_proto.records import PoolEntry
 from aes_lib.flywheel.training import TrainingConfig, TrainingConfigError, sample_environments, wave_requests
-from aes_lib.flywheel.waves import LearnerTally
+from aes_ops.waves import LearnerTally
 from aes_lib.models.weights import StaticEngineError, TorchEngineClient, engine_client
 from aes_proto.messages import BlobRef, LearnerStats, ServingUpdate, TrainingWave, TrajectoryRef
 from aes_services.registry import SERVICES, stack_services

@@ -11,7 +11,7 @@ import pytest
 from aes_proto import subjects
 from aes_proto.messages import CalibrationResult, DeadLetter, ValidationResult
 
-from aes_lib import stack
+from aes_ops import stack
 from aes_lib.bus import Bus, serve
 from aes_lib.bus.health import read_health
 from aes_services.validator import ValidatorService

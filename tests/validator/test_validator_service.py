@@ -11,7 +11,7 @@ import nats.errors
 import pytest
 
 from aes_proto import decode, subjects
-from aes_proto.messages import CalibrationResult, CandidateEnv, ValidationResult
+from aes_proto.messages import CalibrationResult, CandidateEnv, Lineage, ValidationResult
 
 from aes_lib.bundle import pack
 from aes_lib.bus import Bus, serve
@@ -34,7 +34,7 @@ def candidate(bus: Bus, task_dir: Path, key: str, route=("validate", "contaminat
     packed = pack(task_dir)
     ref = bus.blobs.put_content("bundles", packed.data, ".tar.gz")
     return CandidateEnv(idempotency_key=key, episode_id=f"ep-{key}", env_id=packed.sha256, bundle=ref,
-                        assignment_id=f"as-{key}", route=route)
+                        lineage=Lineage(assignment_id=f"as-{key}"), route=route)
 
 
 async def wait_for(bus: Bus, subject: str, type_, n: int, timeout: float = 180.0) -> list:
@@ -55,8 +55,10 @@ async def test_candidates_are_validated_forwarded_or_rejected(docker_available, 
     (broken_dir / "tests" / "test_outputs.py").write_text("def test_nothing():\n    assert True\n")
     broken = candidate(bus, broken_dir, "broken")
     garbage_ref = bus.blobs.put_content("bundles", b"not a tarball", ".tar.gz")
-    garbage = msgspec.structs.replace(good, idempotency_key="garbage", assignment_id="as-garbage", env_id=garbage_ref.sha256, bundle=garbage_ref)
-    forged = msgspec.structs.replace(good, idempotency_key="forged", assignment_id="as-forged", env_id="0" * 64)
+    garbage = msgspec.structs.replace(good, idempotency_key="garbage", env_id=garbage_ref.sha256, bundle=garbage_ref,
+                                      lineage=msgspec.structs.replace(good.lineage, assignment_id="as-garbage"))
+    forged = msgspec.structs.replace(good, idempotency_key="forged", env_id="0" * 64,
+                                     lineage=msgspec.structs.replace(good.lineage, assignment_id="as-forged"))
 
     forwarded = await bus.js.pull_subscribe(subjects.stage("contamination"), durable="probe", stream="AES_CANDIDATES")
     stop = asyncio.Event()
@@ -84,7 +86,7 @@ async def test_candidates_are_validated_forwarded_or_rejected(docker_available, 
     nxt = decode(msgs[0].data, CandidateEnv)
     assert nxt.env_id == good.env_id and nxt.route == ("contamination",)
     assert [(v.stage, v.ok, v.reason) for v in nxt.verdicts] == [("validate", True, "ok")]
-    reasons = {r.assignment_id: (r.decision, r.proposer_reward, r.verdicts[-1].reason) for r in rejected}
+    reasons = {r.lineage.assignment_id: (r.decision, r.proposer_reward, r.verdicts[-1].reason) for r in rejected}
     assert reasons == {
         "as-broken": ("rejected", 0.0, "nop_passed"),
         "as-garbage": ("rejected", 0.0, "invalid_bundle"),

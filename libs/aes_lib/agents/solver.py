@@ -14,7 +14,6 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from aes_lib.agents import history
 from aes_lib.agents.loop import LoopLimits, run_loop
 from aes_lib.agents.parse import DONE_MARKER
 from aes_lib.agents.trajectory import Trajectory, store_trajectory
@@ -130,16 +129,12 @@ def failure_signature(traj: Trajectory) -> str:
 async def publish_rollout(
     ctx, r: Rollout, *, episode_id: str, group_id: str, purpose: str = "training", group_size: int = 0
 ) -> None:
-    """RolloutSummary for the planner and status; the environment's rollout index for the
-    proposer's workspace; for a training attempt, a TrajectoryRef for the learner (the
+    """RolloutSummary for the planner, status and (folded into the environment's history)
+    the proposer's workspace; for a training attempt, a TrajectoryRef for the learner (the
     other purposes -- calibration, review, diagnostics with hints -- are no on-policy groups
     of a known size, so they are not trained on)."""
     t = r.trajectory
     failure = failure_signature(t)
-    kv = await ctx.kv(history.BUCKET)
-    await history.record(
-        kv, t.env_id, history.RolloutEntry(rollout_id=t.rollout_id, solver=t.model, reward=t.reward, trajectory=r.ref, failure=failure)
-    )
     await ctx.publish(
         subjects.ROLLOUT_SUMMARY,
         RolloutSummary(
@@ -155,6 +150,7 @@ async def publish_rollout(
             trajectory=r.ref,
             policy_version=t.policy_version,
             purpose=purpose,
+            model=t.model,
         ),
     )
     if purpose != "training":

@@ -27,7 +27,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from aes_proto.codec import MessageError, decode, encode
-from aes_proto.messages import DeadLetter
+from aes_proto.messages import DeadLetter, Lineage
 from aes_proto.subjects import DEAD_LETTER_PREFIX
 
 from aes_lib import faults, telemetry
@@ -200,10 +200,12 @@ class _Runner:
 
     async def dead_letter(self, msg: Msg, fault: str, error: str) -> None:
         md = msg.metadata
+        episode_id, lineage = _provenance(msg.data)
         letter = DeadLetter(
             # Per consumer: two services reading one limits stream may both give up on a message.
             idempotency_key=f"dlq:{self.service.name}:{self.stream}:{md.sequence.stream}",
-            episode_id=_episode_id(msg.data),
+            episode_id=episode_id,
+            lineage=lineage,
             subject=msg.subject,
             stream=self.stream,
             consumer=self.service.name,
@@ -226,14 +228,20 @@ class _Runner:
         await self.health.dead_lettered()
 
 
-def _episode_id(data: bytes) -> str:
-    """Best-effort episode id of a message that may not decode."""
+def _provenance(data: bytes) -> tuple[str, Lineage | None]:
+    """Best-effort episode id and lineage of a message that may not decode."""
     try:
         raw = msgspec.msgpack.decode(data)
     except msgspec.DecodeError:
-        return ""
-    value = raw.get("episode_id") if isinstance(raw, dict) else None
-    return value if isinstance(value, str) else ""
+        return "", None
+    if not isinstance(raw, dict):
+        return "", None
+    episode = raw.get("episode_id")
+    try:
+        lineage = msgspec.convert(raw["lineage"], Lineage) if "lineage" in raw else None
+    except msgspec.ValidationError:
+        lineage = None
+    return episode if isinstance(episode, str) else "", lineage
 
 
 async def serve(

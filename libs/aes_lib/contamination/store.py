@@ -13,11 +13,12 @@ from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
 
 from aes_proto.messages import BlobRef
+from aes_proto.records import CONTAMINATION_BUCKET
 
 from aes_lib.blobstore import BlobStore
 from aes_lib.contamination.index import NgramIndex
 
-KV_BUCKET = "aes_contamination"
+KV_BUCKET = CONTAMINATION_BUCKET
 """Key-value bucket of the gate's configuration."""
 KV_KEY = "index"
 """Key whose value is the JSON ``BlobRef`` of the live index."""

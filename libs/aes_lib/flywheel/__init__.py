@@ -1,7 +1,6 @@
-"""The flywheel's pure logic: the calibration rule, pool state, planning and reports.
-
-Services (``aes_services.calibrator``, ``.pool``, ``.planner``) and the CLI
-(``aes run``, ``aes status``, ``aes report``, ``aes pool``) are thin shells
-around these modules, which have no I/O of their own except ``pool_store``
-(JetStream KV) and ``streams`` (reading result history).
+"""The flywheel's rules, as pure functions and values: the calibration rule (``calibration``,
+``calibrate``), pool transitions (``pool``), planning (``planner``), revisions
+(``revision``), training-wave sampling (``training``), summaries (``status``) and their
+settings (``config``). ``runners/`` carries them out against KV, the bus and Docker; the
+services (``aes_services``) and operator tools (``aes_ops``) are thin shells around both.
 """

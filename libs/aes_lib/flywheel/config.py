@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from aes_lib.agents.proposer.boundary import MODES
 from aes_lib.config import env_overrides
 from aes_lib.flywheel.calibration import CalibrationRule
-
-MODES = ("agent", "prompt", "feedback")
-"""Generation modes a planner may assign (``seed`` is for the bundled tasks only)."""
 
 
 class FlywheelConfigError(ValueError):

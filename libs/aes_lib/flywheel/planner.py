@@ -1,8 +1,8 @@
 """Planning assignments from the pool and the latest rollouts.
 
-Per environment the planner keeps a window of the solver's latest rewards and a
-count of failure signatures (``EnvStats``, folded from ``RolloutSummary``
-messages). A plan picks parents so that categories with the fewest active
+Per environment the planner-stats service keeps the solver's latest attempts and a
+count of failure signatures (``aes_proto.records.EnvHistory``, folded from
+``RolloutSummary`` messages by ``fold``). A plan picks parents so that categories with the fewest active
 environments come first, and inside a category the parent whose pass rate is
 farthest from the band centre (the clearest signal for "easier" or "harder").
 """
@@ -13,53 +13,27 @@ import dataclasses
 from collections import Counter
 from collections.abc import Sequence
 
-import msgspec
-
-from aes_proto.messages import Assignment, GenerationMode, RolloutSummary
-
-from aes_lib.flywheel.pool import PoolEntry
+from aes_proto.messages import Assignment, GenerationMode, Lineage, RolloutSummary
+from aes_proto.records import EnvHistory, PoolEntry, RolloutRecord
 
 WINDOW = 32
-"""Latest rewards kept per environment."""
+"""Latest attempts kept per environment."""
 
 
-class EnvStats(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
-    """The solver's recent record on one environment."""
-
-    env_id: str
-    rewards: tuple[float, ...] = ()
-    """Latest rewards, oldest first, at most ``WINDOW``."""
-    failures: dict[str, int] = {}
-    """Failure signature -> count over every recorded rollout."""
-    rollout_ids: tuple[str, ...] = ()
-    """Latest rollout ids, to ignore a redelivered summary."""
-
-    @property
-    def pass_rate(self) -> float | None:
-        return sum(self.rewards) / len(self.rewards) if self.rewards else None
-
-    @property
-    def common_failure(self) -> str:
-        if not self.failures:
-            return ""
-        # Most frequent; ties broken by text so the choice is deterministic.
-        return min(self.failures.items(), key=lambda kv: (-kv[1], kv[0]))[0]
-
-
-def record(stats: EnvStats | None, s: RolloutSummary) -> EnvStats:
-    """Fold one solver rollout into its environment's stats (idempotent per rollout id)."""
-    stats = stats or EnvStats(env_id=s.env_id)
-    if s.rollout_id in stats.rollout_ids:
-        return stats
-    failures = dict(stats.failures)
-    if s.failure:
+def fold(history: EnvHistory | None, s: RolloutSummary) -> EnvHistory | None:
+    """``history`` with one more solver attempt (None: nothing to record; the same history
+    for a rollout already recorded, e.g. a redelivered summary)."""
+    if s.role != "solver":
+        return None
+    history = history or EnvHistory(env_id=s.env_id)
+    if any(r.rollout_id == s.rollout_id for r in history.recent):
+        return history
+    failures = dict(history.failures)
+    if s.failure and s.purpose != "diagnostic":  # hinted attempts say nothing of the solver's own failures
         failures[s.failure] = failures.get(s.failure, 0) + 1
-    return EnvStats(
-        env_id=s.env_id,
-        rewards=(stats.rewards + (s.reward,))[-WINDOW:],
-        failures=failures,
-        rollout_ids=(stats.rollout_ids + (s.rollout_id,))[-WINDOW:],
-    )
+    record = RolloutRecord(rollout_id=s.rollout_id, reward=s.reward, failure=s.failure, solver=s.model,
+                           trajectory=s.trajectory, purpose=s.purpose)
+    return EnvHistory(env_id=s.env_id, recent=(history.recent + (record,))[-WINDOW:], failures=failures)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,7 +45,7 @@ class Parent:
     common_failure: str
 
 
-def parents(entries: Sequence[PoolEntry], stats: dict[str, EnvStats]) -> list[Parent]:
+def parents(entries: Sequence[PoolEntry], stats: dict[str, EnvHistory]) -> list[Parent]:
     out = []
     for e in entries:
         st = stats.get(e.env_id)
@@ -125,15 +99,12 @@ def assignment(p: Parent, assignment_id: str, round_: int, mode: GenerationMode,
     return Assignment(
         idempotency_key=assignment_id,
         episode_id=assignment_id,
-        assignment_id=assignment_id,
+        lineage=Lineage(assignment_id=assignment_id, round=round_, parent_env_id=p.entry.env_id,
+                        category=p.entry.category, mode=mode),
         direction=direction(p.pass_rate, centre),  # type: ignore[arg-type]
-        parent_env_id=p.entry.env_id,
         parent_bundle=p.entry.bundle,
-        category=p.entry.category,
         pass_rate=p.pass_rate,
         common_failure=p.common_failure,
-        round=round_,
-        mode=mode,
         group_id=group_id or assignment_id,
         group_size=group_size,
     )
@@ -142,7 +113,7 @@ def assignment(p: Parent, assignment_id: str, round_: int, mode: GenerationMode,
 def plan_round(
     active: Sequence[PoolEntry],
     retired: Sequence[PoolEntry],
-    stats: dict[str, EnvStats],
+    stats: dict[str, EnvHistory],
     fresh: int,
     round_: int,
     mode: GenerationMode = "agent",
@@ -162,8 +133,3 @@ def plan_round(
         out.extend(assignments(p, f"r{round_}-{i:03d}", round_, mode, centre, attempts))
     return out
 
-
-def round_of(assignment_id: str) -> int | None:
-    """The round encoded in a planner assignment id (``r<round>-...``); None for others."""
-    head = assignment_id.split("-", 1)[0]
-    return int(head[1:]) if head[:1] == "r" and head[1:].isdigit() else None

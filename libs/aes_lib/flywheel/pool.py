@@ -1,4 +1,4 @@
-"""Pool state as values: entries and the active index, and the pure transitions on them.
+"""Pool transitions as pure functions on the records (``aes_proto.records.PoolEntry``, ``PoolIndex``).
 
 The index is one small record (the ordered ids of active environments) so that a
 single compare-and-set on it decides admission: two replicas that race to admit
@@ -11,35 +11,7 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Literal
 
-import msgspec
-
-from aes_proto.messages import BlobRef
-
-
-class PoolEntry(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
-    """One environment the pool has seen (active or retired)."""
-
-    env_id: str
-    """Content hash of the bundle."""
-    bundle: BlobRef
-    category: str = ""
-    mean_reward: float | None = None
-    """Latest mean solver reward (calibration, then each pool review)."""
-    source: Literal["seed", "calibration"] = "calibration"
-    assignment_id: str = ""
-    episode_id: str = ""
-    round: int = 0
-    """Flywheel round in which the environment was admitted."""
-    name: str = ""
-    """Harbor task name, used as the directory name on export."""
-    retired: bool = False
-    """Set once the environment leaves the pool; a retired environment never comes back."""
-
-
-class PoolIndex(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
-    """The active pool: ids in admission order (oldest first)."""
-
-    active: tuple[str, ...] = ()
+from aes_proto.records import PoolIndex
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+import msgspec
+
 from aes_proto.messages import Assignment, CandidateEnv
 
 from aes_lib.flywheel.calibration import Decision
@@ -52,24 +54,20 @@ def feedback_text(
     return "\n".join(lines)
 
 
-def revision_assignment(candidate: CandidateEnv, decision: Decision, feedback: str, round_: int = 0) -> Assignment:
-    """The Assignment that returns ``candidate`` to its proposer (revision + 1)."""
+def revision_assignment(candidate: CandidateEnv, decision: Decision, feedback: str) -> Assignment:
+    """The Assignment that returns ``candidate`` to its proposer (revision + 1, same round)."""
     if not decision.resubmit or decision.direction is None:
         raise ValueError(f"decision {decision.outcome} does not send the candidate back")
-    revision = candidate.revision + 1
+    lineage = msgspec.structs.replace(candidate.lineage, revision=candidate.lineage.revision + 1,
+                                      proposer_model="", cost_usd=0.0)
     return Assignment(
-        idempotency_key=f"{candidate.assignment_id}:rev{revision}",
+        idempotency_key=f"{lineage.assignment_id}:rev{lineage.revision}",
         episode_id=candidate.episode_id,
-        assignment_id=candidate.assignment_id,
+        lineage=lineage,
         direction=decision.direction,
-        parent_env_id=candidate.parent_env_id,
-        category=candidate.category,
         pass_rate=decision.mean,
-        revision=revision,
         feedback=feedback,
         previous_bundle=candidate.bundle,
-        round=round_,
-        mode=candidate.mode,
-        group_id=candidate.proposal.group_id if candidate.proposal else candidate.assignment_id,
+        group_id=candidate.proposal.group_id if candidate.proposal else lineage.assignment_id,
         group_size=candidate.proposal.group_size if candidate.proposal else 1,
     )

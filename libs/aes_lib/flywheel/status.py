@@ -14,7 +14,6 @@ from collections.abc import Mapping, Sequence
 from aes_proto import subjects
 from aes_proto.messages import CalibrationResult, DeadLetter, PoolEvent, RolloutSummary
 
-from aes_lib.flywheel.planner import round_of
 
 Z95 = 1.959964
 """Normal quantile of the 95% two-sided interval."""
@@ -96,8 +95,8 @@ def summarize(results: Sequence[CalibrationResult], events: Sequence[PoolEvent],
     by_round: dict[int, list[CalibrationResult]] = defaultdict(list)
     by_mode: dict[str, list[CalibrationResult]] = defaultdict(list)
     for r in results:
-        by_round[round_of(r.assignment_id) or 0].append(r)
-        by_mode[r.mode].append(r)
+        by_round[r.lineage.round].append(r)
+        by_mode[r.lineage.mode].append(r)
     total = _tally(results)
     return Status(
         candidates=total.candidates,
@@ -105,7 +104,7 @@ def summarize(results: Sequence[CalibrationResult], events: Sequence[PoolEvent],
         admitted=total.admitted,
         outcomes=dict(Counter(outcome_label(r) for r in results).most_common()),
         valid_interval=wilson(total.valid, total.candidates),
-        cost_usd=sum(r.cost_usd for r in results),
+        cost_usd=sum(r.lineage.cost_usd for r in results),
         mean_proposer_reward=sum(r.proposer_reward for r in results) / len(results) if results else 0.0,
         retired=dict(Counter(e.reason for e in events if e.kind == "retired").most_common()),
         rounds={k: _tally(v) for k, v in sorted(by_round.items())},

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from aes_proto.messages import RolloutRequest, TrainingWave
 
 from aes_lib.config import env_overrides
-from aes_lib.flywheel.pool import PoolEntry
+from aes_proto.records import PoolEntry
 
 
 class TrainingConfigError(ValueError):

@@ -19,7 +19,7 @@ import msgspec
 from aes_lib.bus import Bus, BusError, DeadLetterError, History, StoredLetter
 from aes_lib.bus.deadletters import get_letter, original_bytes, purge, purge_all, read_letters, replay
 from aes_lib.config import Settings, StackFileError
-from aes_lib.flywheel.rounds import decode_any
+from aes_ops.rounds import decode_any
 
 ERROR_WIDTH = 60
 """Characters of the error shown per letter by ``list``."""

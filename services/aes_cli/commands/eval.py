@@ -2,7 +2,7 @@
 
 DATASET is a folder of task folders or one task folder. Each task gets k solver
 attempts (the paper reports Terminal-Bench avg@5); the summary is avg@k with a
-95% t interval over the per-task means (``aes_lib.evaluation``). Tasks that fail
+95% t interval over the per-task means (``aes_ops.evaluation``). Tasks that fail
 to load or run are listed with their error and left out of the average.
 
 The policy evaluated: ``--policy-version V`` serves the learner's published
@@ -28,7 +28,7 @@ from pathlib import Path
 
 from aes_lib.agents.loop import LoopLimits
 from aes_lib.config import Settings
-from aes_lib.evaluation import Summary, summarize, task_mean
+from aes_ops.evaluation import Summary, summarize, task_mean
 from aes_lib.models.weights import EngineWeightsError, TorchEngineClient
 
 SCORED_POLICIES = ("shared", "solver")

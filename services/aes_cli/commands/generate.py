@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from dataclasses import replace
 from pathlib import Path
 
-from aes_lib.agents.proposer.compare import HEADER, MODES, run_mode
+from aes_lib.agents.proposer.boundary import MODES, Resources
+from aes_ops.compare import HEADER, run_mode
 from aes_lib.agents.proposer.harness import EpisodeBudget
 from aes_lib.blobstore import open_store
 from aes_lib.bundle import BundleError, pack
@@ -28,16 +28,14 @@ async def _generate(args: argparse.Namespace, settings: Settings, url: str, mode
     if args.parent:
         packed = pack(args.parent)
         parent = (packed.sha256, store.put_content("bundles", packed.data, suffix=".tar.gz"))
-    category = args.category or ""
-    base = EpisodeBudget()
-    budget = replace(base, loop=replace(base.loop, max_turns=args.max_turns))
+    budget = EpisodeBudget().with_loop(max_turns=args.max_turns)
     images = ImageCache()
     print(HEADER)
     for mode in args.mode:
         async with ChatClient(url, model) as client, ChatClient(url, model) as solver:
-            stats = await run_mode(mode, args.n, client=client, solver_client=solver, images=images, store=store,
-                                   parent=parent, state_file=settings.home / "proposer" / "generate-state.tar.gz",
-                                   category=category, budget=budget)
+            resources = Resources(client, store, images, settings.home / "proposer" / "generate-state.tar.gz",
+                                  solver_client=solver, budget=budget)
+            stats = await run_mode(mode, args.n, resources, parent=parent, category=args.category or "")
         print(stats.row(), flush=True)
     return 0
 

@@ -8,13 +8,13 @@ import uuid
 from pathlib import Path
 
 from aes_proto import subjects
-from aes_proto.messages import PoolReview
+from aes_proto.messages import PoolPlan, PoolReview
 
 from aes_lib.bus import Bus
 from aes_lib.config import Settings
 from aes_lib.flywheel.config import FlywheelConfig
-from aes_lib.flywheel.pool_store import BUCKET, PoolStore
-from aes_lib.flywheel.seeding import SEEDS_DIR, export, seed_dirs, seed_pool
+from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+from aes_ops.seeding import SEEDS_DIR, export, seed_dirs, seed_pool
 
 
 async def _with_bus(fn):
@@ -26,7 +26,7 @@ async def _with_bus(fn):
 def _seed(args: argparse.Namespace) -> int:
     async def go(bus, store):
         events = await seed_pool(bus, store, seed_dirs(args.seeds))
-        idx, _ = await store.index()
+        idx = await store.index()
         print(f"seeded {len(events)} tasks from {args.seeds}; pool has {len(idx.active)}")
     asyncio.run(_with_bus(go))
     return 0
@@ -44,8 +44,12 @@ def _list(args: argparse.Namespace) -> int:
 def _review(args: argparse.Namespace) -> int:
     async def go(bus, store):
         key = f"review:manual:{uuid.uuid4().hex[:12]}"
-        await bus.publish(subjects.POOL_REVIEW, PoolReview(
-            idempotency_key=key, episode_id=key, round=args.round, step="review", rerun=not args.no_rerun, fresh=args.fresh))
+        if args.no_rerun:  # plan only
+            await bus.publish(subjects.POOL_PLAN, PoolPlan(idempotency_key=key, episode_id=key, round=args.round,
+                                                           fresh=args.fresh))
+        else:
+            await bus.publish(subjects.POOL_REVIEW, PoolReview(idempotency_key=key, episode_id=key, round=args.round,
+                                                               fresh=args.fresh))
         print(f"requested {key}")
     asyncio.run(_with_bus(go))
     return 0

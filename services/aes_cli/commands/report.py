@@ -13,8 +13,8 @@ from aes_proto.messages import LearnerStats, ServingUpdate
 from aes_lib.bus import Bus
 from aes_lib.config import Settings
 from aes_lib.flywheel.config import FlywheelConfig
-from aes_lib.flywheel.readout import skipped, snapshot, unique
-from aes_lib.flywheel.report import build
+from aes_ops.readout import skipped, snapshot, unique
+from aes_ops.report import build
 from aes_lib.flywheel.status import skipped_notes
 
 

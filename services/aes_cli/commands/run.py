@@ -1,7 +1,7 @@
 """``aes run [--rounds N]`` (what ``make run`` does): the flywheel end to end on the embedded stack.
 
 Brings the embedded stack up (nats-server, blob store, local model, every
-service as a process; ``aes_lib.stack``), seeds the pool from ``seeds/``, runs N
+service as a process; ``aes_ops.stack``), seeds the pool from ``seeds/``, runs N
 rounds printing every stage outcome as it arrives on the bus -- each round's
 admissions, then its training waves and the learner's updates -- then prints the
 status summary. The stack stays up afterwards (``aes down`` stops it) so
@@ -20,13 +20,13 @@ from pathlib import Path
 from aes_lib.bus import Bus
 from aes_lib.config import Settings
 from aes_lib.flywheel.config import FlywheelConfig
-from aes_lib.flywheel.pool_store import BUCKET, PoolStore
-from aes_lib.flywheel.readout import snapshot
-from aes_lib.flywheel.rounds import BusFeed, run_rounds
-from aes_lib.flywheel.seeding import SEEDS_DIR, seed_dirs, seed_pool
+from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+from aes_ops.readout import snapshot
+from aes_ops.rounds import BusFeed, run_rounds
+from aes_ops.seeding import SEEDS_DIR, seed_dirs, seed_pool
 from aes_lib.flywheel.status import render
 from aes_lib.flywheel.training import TrainingConfig
-from aes_lib.flywheel.waves import LearnerTally, train
+from aes_ops.waves import LearnerTally, train
 from aes_lib.models.weights import StaticEngineError, engine_client
 
 
@@ -43,7 +43,7 @@ async def flywheel(settings: Settings, args: argparse.Namespace) -> int:
             _say(f"seeded the pool with {len(events)} tasks from {args.seeds}")
 
         async def pool_size() -> int:
-            return len((await store.index())[0].active)
+            return len((await store.index()).active)
 
         tally = LearnerTally()
         trackers = await run_rounds(
@@ -80,7 +80,7 @@ def _training_phase(bus, settings: Settings, waves: int | None, tally: LearnerTa
 async def training_only(settings: Settings, args: argparse.Namespace) -> int:
     async with await Bus.connect(settings, name="aes-train") as bus:
         store = PoolStore(await bus.kv(BUCKET), FlywheelConfig.from_env().pool_capacity)
-        if not (await store.index())[0].active:
+        if not (await store.index()).active:
             print("the pool is empty: seed it first (aes pool seed, or aes run)", file=sys.stderr)
             return 1
         phase = _training_phase(bus, settings, args.waves, LearnerTally())
@@ -91,14 +91,14 @@ async def training_only(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from aes_lib import stack
+    from aes_ops import stack
 
     settings = stack.up(Settings.from_env())
     return asyncio.run(training_only(settings, args))
 
 
 def _run(args: argparse.Namespace) -> int:
-    from aes_lib import stack
+    from aes_ops import stack
 
     settings = stack.up(Settings.from_env())
     _say(f"stack up: NATS {settings.nats_url}, blobs {settings.blob_location}, model {settings.model_url}; logs in {settings.home / 'logs'}")

@@ -19,7 +19,7 @@ from aes_lib.config import Settings
 
 
 def _up(args: argparse.Namespace) -> int:
-    from aes_lib import stack
+    from aes_ops import stack
     from aes_lib.admission import RouteConfigError
 
     try:
@@ -33,7 +33,7 @@ def _up(args: argparse.Namespace) -> int:
 
 
 def _down(args: argparse.Namespace) -> int:
-    from aes_lib import stack
+    from aes_ops import stack
 
     home = Settings.from_env().home
     stopped = stack.down(home)
@@ -42,7 +42,7 @@ def _down(args: argparse.Namespace) -> int:
 
 
 def _health(args: argparse.Namespace) -> int:
-    from aes_lib import stack
+    from aes_ops import stack
 
     return _report(asyncio.run(stack.health(Settings.from_env())))
 

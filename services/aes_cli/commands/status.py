@@ -8,7 +8,7 @@ import asyncio
 from aes_lib.bus import Bus
 from aes_lib.config import Settings
 from aes_lib.flywheel.config import FlywheelConfig
-from aes_lib.flywheel.readout import snapshot
+from aes_ops.readout import snapshot
 from aes_lib.flywheel.status import render
 
 

@@ -1,2 +1,3 @@
-"""The proposer: workspace, harness tools, agentic episode, Prompt / Prompt + Env
-Feedback baselines, candidate publication, and the mode comparison."""
+"""The proposer: one boundary (``boundary.generate(assignment, resources) -> Proposal``)
+over three registered modes (Prompt and Prompt + Env Feedback baselines, the agentic
+harness with its workspace and tools), candidate publication, and the mode comparison."""

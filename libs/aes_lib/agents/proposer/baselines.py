@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 from aes_lib.agents.parse import truncate
 from aes_lib.agents.proposer.files import FileFormatError, UnsafeFilePathError, format_files, parse_files, write_files
+from aes_lib.agents.proposer.proposal import Proposal
 from aes_lib.agents.proposer.workspace import INSTRUCTIONS, TEMPLATE, assignment_text, install_verifier
-from aes_lib.agents.trajectory import Trajectory, turn_from_chat
-from aes_lib.bundle import BundleError, PackedBundle, pack
+from aes_lib.agents.trajectory import Trajectory, store_trajectory, turn_from_chat
+from aes_lib.bundle import BundleError, pack, unpack
 from aes_lib.models import ChatClient, ModelError
 from aes_lib.sandbox import ValidationReport, validate_task
 from aes_proto.messages import Assignment
@@ -45,19 +47,6 @@ class BaselineLimits:
     """Feedback mode: revisions after the first attempt (0 makes it the Prompt baseline plus a check)."""
     max_log_chars: int = 3000
     """Validation log returned to the model per revision."""
-
-
-@dataclass
-class Generated:
-    """What one generation produced; ``packed`` is None when no task came out."""
-
-    trajectory: Trajectory
-    task_dir: Path | None = None
-    packed: PackedBundle | None = None
-    report: ValidationReport | None = None
-    """The last validation (feedback mode only)."""
-    failure: str = ""
-    """Why nothing came out: ``format_error`` | ``invalid_bundle`` | ``model_error``."""
 
 
 def _example() -> str:
@@ -115,50 +104,63 @@ async def _attempt(client: ChatClient, traj: Trajectory, limits: BaselineLimits,
     return out, ""
 
 
-async def generate(
-    a: Assignment,
-    client: ChatClient,
-    workdir: Path,
-    *,
-    mode: str,
-    images=None,
-    parent_dir: Path | None = None,
-    limits: BaselineLimits = BaselineLimits(),
-) -> Generated:
-    """``mode`` ``prompt`` (one call) or ``feedback`` (validate and revise; needs ``images``)."""
-    if mode not in ("prompt", "feedback"):
-        raise ValueError(f"baseline mode must be prompt or feedback, got {mode!r}")
-    traj = Trajectory(rollout_id=uuid.uuid4().hex, role="proposer", env_id=a.parent_env_id or "", model=client.model)
-    traj.instruction = first_prompt(a, parent_dir)
-    traj.messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": traj.instruction}]
-    out = workdir / "task"
-    rounds = 1 + (limits.max_revisions if mode == "feedback" else 0)
-    result = Generated(trajectory=traj)
-    for _ in range(rounds):
-        task_dir, why = await _attempt(client, traj, limits, out)
-        if task_dir is None:
-            result.failure = why.split(":")[0]
+async def _rounds(client: ChatClient, traj: Trajectory, mode: str, images, limits: BaselineLimits,
+                  out: Path) -> tuple[Path | None, ValidationReport | None, str]:
+    """The attempts: the last task written (or None), its validation (feedback mode) and the
+    last attempt's failure."""
+    task_dir: Path | None = None
+    report: ValidationReport | None = None
+    failure = ""
+    for _ in range(1 + (limits.max_revisions if mode == "feedback" else 0)):
+        written, why = await _attempt(client, traj, limits, out)
+        if written is None:
+            failure = why.split(":")[0]
             if why == "model_error":
                 break
             feedback = f"Your reply could not be used: {why}\nReply with all files again."
         else:
-            result.failure = ""
+            failure, task_dir = "", written
             if mode == "prompt":
-                result.task_dir = task_dir
                 break
-            report = await validate_task(task_dir, images)
-            result.report, result.task_dir = report, task_dir
+            report = await validate_task(written, images)
             if report.ok:
                 break
             feedback = (f"Validation failed: {report.reason}: {report.detail}\n"
                         f"{truncate(report.logs, limits.max_log_chars)}\nFix the task and reply with all files again.")
         traj.turns[-1].output = feedback if traj.turns else ""
         traj.messages.append({"role": "user", "content": feedback})
-    traj.stop_reason = "submitted" if result.task_dir else (result.failure or "format_error")
-    if result.task_dir is not None:
-        try:
-            result.packed = await asyncio.to_thread(pack, result.task_dir)
-        except BundleError as e:
-            result.failure, result.packed = "invalid_bundle", None
-            traj.error = f"{type(e).__name__}: {e}"
-    return result
+    return task_dir, report, failure
+
+
+async def generate(
+    a: Assignment,
+    client: ChatClient,
+    store,
+    *,
+    mode: str,
+    images=None,
+    limits: BaselineLimits = BaselineLimits(),
+) -> Proposal:
+    """``mode`` ``prompt`` (one call) or ``feedback`` (validate and revise; needs ``images``).
+    The parent, if any, comes from ``a.parent_bundle`` in ``store``; the trajectory goes there."""
+    if mode not in ("prompt", "feedback"):
+        raise ValueError(f"baseline mode must be prompt or feedback, got {mode!r}")
+    traj = Trajectory(rollout_id=uuid.uuid4().hex, role="proposer", env_id=a.lineage.parent_env_id or "", model=client.model)
+    packed = None
+    with tempfile.TemporaryDirectory(prefix=f"aes-{mode}-") as tmp:
+        parent_dir = None
+        if a.parent_bundle is not None:
+            parent_dir = Path(tmp) / "parent"
+            await asyncio.to_thread(unpack, await asyncio.to_thread(store.get_bytes, a.parent_bundle), parent_dir)
+        traj.instruction = first_prompt(a, parent_dir)
+        traj.messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": traj.instruction}]
+        task_dir, report, failure = await _rounds(client, traj, mode, images, limits, Path(tmp) / "task")
+        traj.stop_reason = "submitted" if task_dir else (failure or "format_error")
+        if task_dir is not None:
+            try:
+                packed = await asyncio.to_thread(pack, task_dir)
+            except BundleError as e:
+                failure = "invalid_bundle"
+                traj.error = f"{type(e).__name__}: {e}"
+    ref = await asyncio.to_thread(store_trajectory, store, traj)
+    return Proposal(traj, ref, packed, failure="" if packed else failure, report=report)

@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
+import msgspec
+
 from aes_proto import subjects
-from aes_proto.messages import (
-    Assignment,
-    BlobRef,
-    CalibrationResult,
-    CandidateEnv,
-    GenerationMode,
-    ProposalRef,
-    Verdict,
-)
+from aes_proto.messages import Assignment, BlobRef, CalibrationResult, CandidateEnv, ProposalRef, Verdict
 
 from aes_lib.bundle import PackedBundle
 
@@ -22,7 +16,7 @@ def store_bundle(store, packed: PackedBundle) -> BlobRef:
 
 def proposal(a: Assignment, trajectory: BlobRef) -> ProposalRef:
     """The episode that answered ``a``, as a member of the assignment's proposer group."""
-    return ProposalRef(trajectory=trajectory, group_id=a.group_id or a.assignment_id, group_size=a.group_size)
+    return ProposalRef(trajectory=trajectory, group_id=a.group_id or a.lineage.assignment_id, group_size=a.group_size)
 
 
 def candidate_env(
@@ -31,7 +25,6 @@ def candidate_env(
     bundle: BlobRef,
     route: tuple[str, ...],
     *,
-    mode: GenerationMode,
     model: str,
     cost_usd: float,
     prompt_tokens: int,
@@ -45,14 +38,8 @@ def candidate_env(
         episode_id=a.episode_id,
         env_id=packed.sha256,
         bundle=bundle,
-        assignment_id=a.assignment_id,
-        revision=a.revision,
-        parent_env_id=a.parent_env_id,
-        category=a.category,
+        lineage=msgspec.structs.replace(a.lineage, proposer_model=model, cost_usd=cost_usd),
         route=route,
-        mode=mode,
-        proposer_model=model,
-        cost_usd=cost_usd,
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
         proposal=proposal(a, trajectory) if trajectory else None,
@@ -67,13 +54,9 @@ def no_candidate(a: Assignment, reason: str, detail: str, cost_usd: float = 0.0,
         idempotency_key=f"{a.idempotency_key}:no_candidate",
         episode_id=a.episode_id,
         env_id="",
-        assignment_id=a.assignment_id,
+        lineage=msgspec.structs.replace(a.lineage, cost_usd=cost_usd),
         decision="rejected",
         proposer_reward=0.0,
-        revision=a.revision,
-        category=a.category,
-        mode=a.mode,
-        cost_usd=cost_usd,
         verdicts=(Verdict(stage="proposer", ok=False, reason=reason, detail=detail[:2000]),),
         proposal=proposal(a, trajectory) if trajectory else None,
     )

@@ -12,12 +12,13 @@ from __future__ import annotations
 import asyncio
 import tempfile
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from aes_lib.agents.loop import LoopLimits, run_loop
 from aes_lib.agents.parse import DONE_MARKER
-from aes_lib.agents.proposer.tools import ProposerTools, Submission, ToolBudget, ToolCall, ToolInputError
+from aes_lib.agents.proposer.proposal import Proposal
+from aes_lib.agents.proposer.tools import ProposerTools, ToolBudget, ToolInputError
 from aes_lib.agents.proposer.workspace import (
     PERSISTENT,
     PastEnvironment,
@@ -28,7 +29,7 @@ from aes_lib.agents.proposer.workspace import (
 from aes_lib.agents.trajectory import Trajectory, store_trajectory
 from aes_lib.models import ChatClient
 from aes_lib.sandbox.container import Limits, Sandbox
-from aes_proto.messages import Assignment, BlobRef
+from aes_proto.messages import Assignment
 
 WORKSPACE = "/workspace"
 
@@ -62,13 +63,9 @@ class EpisodeBudget:
     memory_mb: int = 1024
     """Memory limit of the proposer's container."""
 
-
-@dataclass
-class EpisodeResult:
-    trajectory: Trajectory
-    trajectory_ref: BlobRef
-    submission: Submission | None
-    tool_calls: list[ToolCall]
+    def with_loop(self, **changes: object) -> "EpisodeBudget":
+        """This budget with some of the loop's limits changed (``max_turns=...``)."""
+        return replace(self, loop=replace(self.loop, **changes))
 
 
 def first_message(workspace: Path) -> str:
@@ -91,8 +88,8 @@ async def run_episode(
     state_file: Path,
     budget: EpisodeBudget = EpisodeBudget(),
     docker_client=None,
-) -> EpisodeResult:
-    traj = Trajectory(rollout_id=uuid.uuid4().hex, role="proposer", env_id=assignment.parent_env_id or "",
+) -> Proposal:
+    traj = Trajectory(rollout_id=uuid.uuid4().hex, role="proposer", env_id=assignment.lineage.parent_env_id or "",
                       model=client.model)
     with tempfile.TemporaryDirectory(prefix="aes-proposer-") as tmp:
         ws = await asyncio.to_thread(build_workspace, Path(tmp) / "ws", assignment, store, past, state_file)
@@ -121,4 +118,5 @@ async def run_episode(
         except StateTooLargeError as e:  # keep the episode's outcome; lose only the notes
             traj.error = str(e)
     ref = await asyncio.to_thread(store_trajectory, store, traj)
-    return EpisodeResult(traj, ref, tools.submission, tools.calls)
+    packed = tools.submission.packed if tools.submission else None
+    return Proposal(traj, ref, packed, failure="" if packed else "no_submission")

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import msgspec
 
-from aes_lib.agents.history import RolloutEntry
 from aes_lib.agents.trajectory import load_trajectory
 from aes_lib.bundle import unpack
 from aes_lib.sandbox import VERIFIER_TEMPLATE
 from aes_proto.messages import Assignment, BlobRef
+from aes_proto.records import RolloutRecord
 
 HERE = Path(__file__).parent
 INSTRUCTIONS = HERE / "instructions.md"
@@ -38,11 +38,16 @@ class StateTooLargeError(ValueError):
     """memory/ + tools/ grew past the persisted-state limit."""
 
 
+WORKSPACE_ROLLOUTS = 16
+"""Latest solver attempts per past environment copied into the workspace."""
+
+
 @dataclass(frozen=True)
 class PastEnvironment:
     env_id: str
     bundle: BlobRef
-    rollouts: list[RolloutEntry] = field(default_factory=list)
+    rollouts: list[RolloutRecord] = field(default_factory=list)
+    """The solver's latest attempts on it (at most ``WORKSPACE_ROLLOUTS``)."""
     """Latest solver attempts on it (``aes_lib.agents.history``)."""
 
 
@@ -50,16 +55,16 @@ def assignment_text(a: Assignment) -> str:
     lines = [
         "# Assignment",
         f"- direction: **{a.direction}**",
-        f"- category: {a.category or '(any)'}",
-        f"- parent environment: {a.parent_env_id or '(none)'}"
-        + (f" (in past_environments/{a.parent_env_id}/)" if a.parent_env_id else ""),
+        f"- category: {a.lineage.category or '(any)'}",
+        f"- parent environment: {a.lineage.parent_env_id or '(none)'}"
+        + (f" (in past_environments/{a.lineage.parent_env_id}/)" if a.lineage.parent_env_id else ""),
     ]
     if a.pass_rate is not None:
         lines.append(f"- solver pass rate on the parent: {a.pass_rate:.2f}")
     if a.common_failure:
         lines.append(f"- solver's commonest failure: {a.common_failure}")
-    if a.revision:
-        lines.append(f"- revision {a.revision} of a rejected candidate (in past_environments/previous/)")
+    if a.lineage.revision:
+        lines.append(f"- revision {a.lineage.revision} of a rejected candidate (in past_environments/previous/)")
     if a.feedback:
         lines += ["", "## Feedback on the previous candidate", a.feedback]
     return "\n".join(lines) + "\n"
@@ -92,6 +97,8 @@ def build_workspace(root: Path, assignment: Assignment, store, past: list[PastEn
     for env in past:
         unpack(store.get_bytes(env.bundle), envs / env.env_id)
         for r in env.rollouts:
+            if r.trajectory is None:
+                continue  # nothing to show of an attempt whose trajectory was not stored
             rel = Path(env.env_id) / _SAFE_NAME.sub("_", r.solver) / f"{r.rollout_id}.json"
             (trajs / rel).parent.mkdir(parents=True, exist_ok=True)
             traj = load_trajectory(store, r.trajectory)

@@ -13,7 +13,7 @@ from aes_lib.agents.loop import LoopLimits
 from aes_lib.agents.solver import failure_signature, rollout
 from aes_lib.bundle import Task, unpack
 from aes_lib.flywheel.config import FlywheelConfig
-from aes_lib.flywheel.rollouts import RolloutOutcome
+from aes_proto.records import RolloutOutcome
 from aes_lib.models import ChatClient
 from aes_lib.sandbox import ImageCache
 

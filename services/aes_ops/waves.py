@@ -19,7 +19,7 @@ from aes_proto import subjects
 from aes_proto.messages import LearnerStats, PolicyVersion, RolloutSummary, ServingUpdate, TrainingWave, TrajectoryRef
 
 from aes_lib.bus import stream_for
-from aes_lib.flywheel.rounds import BusFeed
+from aes_ops.rounds import BusFeed
 from aes_lib.flywheel.training import TrainingConfig
 
 LEARNERS = ("learner", "learner-solver", "learner-proposer")

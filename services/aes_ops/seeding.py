@@ -12,10 +12,10 @@ from aes_proto import subjects
 from aes_proto.messages import PoolEvent
 
 from aes_lib.bundle import Task, pack, unpack
-from aes_lib.flywheel.pool import PoolEntry
-from aes_lib.flywheel.pool_store import PoolStore
+from aes_proto.records import PoolEntry
+from aes_lib.flywheel.runners.pool_store import PoolStore
 
-SEEDS_DIR = Path(__file__).resolve().parents[3] / "seeds"
+SEEDS_DIR = Path(__file__).resolve().parents[2] / "seeds"
 """The repository's bundled seed tasks."""
 REGISTRY_FILE = "registry.json"
 """Dataset index written by ``export``: one record per task directory."""

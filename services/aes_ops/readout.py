@@ -13,8 +13,8 @@ from aes_proto.messages import CalibrationResult, DeadLetter, Message, PoolEvent
 from aes_lib.bus.client import History
 from aes_lib.bus.deadletters import DEAD_LETTERS
 from aes_lib.flywheel.config import FlywheelConfig
-from aes_lib.flywheel.pool import PoolEntry
-from aes_lib.flywheel.pool_store import BUCKET, PoolStore
+from aes_proto.records import PoolEntry
+from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
 from aes_lib.flywheel.status import Status, summarize
 
 M = TypeVar("M", bound=Message)

@@ -26,15 +26,16 @@ from aes_proto.messages import (
     ContaminationResult,
     DeadLetter,
     GateResult,
+    Lineage,
     Message,
     PoolEvent,
+    PoolPlan,
     PoolReview,
     ReviewResult,
     RolloutSummary,
     ValidationResult,
 )
 
-from aes_lib.flywheel.planner import round_of
 from aes_lib.flywheel.status import outcome_label
 
 _any = msgspec.msgpack.Decoder(Union[MESSAGE_TYPES])  # type: ignore[valid-type]
@@ -92,10 +93,12 @@ def describe(subject: str, m: Message) -> str | None:
     """One progress line for a stage outcome; None for messages not worth a line."""
     match m:
         case Assignment():
-            return (f"assignment {m.assignment_id} rev{m.revision}: {m.direction} from {_short(m.parent_env_id or '')}"
-                    f" [{m.category or 'uncategorized'}]")
+            lin = m.lineage
+            return (f"assignment {lin.assignment_id} rev{lin.revision}: {m.direction} from {_short(lin.parent_env_id or '')}"
+                    f" [{lin.category or 'uncategorized'}]")
         case CandidateEnv():
-            return f"  candidate {_short(m.env_id)} ({m.assignment_id} rev{m.revision}) -> {subject.rsplit('.', 1)[-1]}"
+            lin = m.lineage
+            return f"  candidate {_short(m.env_id)} ({lin.assignment_id} rev{lin.revision}) -> {subject.rsplit('.', 1)[-1]}"
         case ValidationResult():
             return f"  validate {_short(m.env_id)}: {m.reason}"
         case ContaminationResult():
@@ -107,8 +110,9 @@ def describe(subject: str, m: Message) -> str | None:
         case RolloutSummary() if m.role == "solver":
             return f"    {m.purpose} rollout on {_short(m.env_id)}: reward {m.reward:.2f}" + (f" ({m.failure[:60]})" if m.failure else "")
         case CalibrationResult():
-            tail = f", revision {m.revision + 1} requested" if m.resubmitted else ""
-            return (f"result {m.assignment_id} rev{m.revision}: {outcome_label(m)} (mean {m.mean:.2f}, "
+            lin = m.lineage
+            tail = f", revision {lin.revision + 1} requested" if m.resubmitted else ""
+            return (f"result {lin.assignment_id} rev{lin.revision}: {outcome_label(m)} (mean {m.mean:.2f}, "
                     f"proposer reward {m.proposer_reward:.2f}){tail}")
         case PoolEvent():
             return f"pool: {m.kind} {_short(m.env_id)} ({m.reason}); size {m.pool_size}"
@@ -132,16 +136,16 @@ class RoundTracker:
 
     def observe(self, m: Message) -> None:
         match m:
-            case PoolReview(step="plan") if m.round == self.round:
+            case PoolPlan() if m.round == self.round:
                 self.expected = m.fresh + len(m.retired)
-            case Assignment() if m.round == self.round or round_of(m.assignment_id) == self.round:
-                self.started.add(m.assignment_id)
-                self.groups[m.group_id or m.assignment_id] = m.group_size
-            case CalibrationResult() if round_of(m.assignment_id) == self.round:
+            case Assignment() if m.lineage.round == self.round:
+                self.started.add(m.lineage.assignment_id)
+                self.groups[m.group_id or m.lineage.assignment_id] = m.group_size
+            case CalibrationResult() if m.lineage.round == self.round:
                 if m.decision == "admitted" or not m.resubmitted:
-                    self.finished[m.assignment_id] = outcome_label(m)
-            case DeadLetter() if round_of(m.episode_id) == self.round and subjects.on_admission_path(m.subject):
-                self.finished.setdefault(m.episode_id, "dead_letter")
+                    self.finished[m.lineage.assignment_id] = outcome_label(m)
+            case DeadLetter(lineage=Lineage() as lin) if lin.round == self.round and subjects.on_admission_path(m.subject):
+                self.finished.setdefault(lin.assignment_id, "dead_letter")
 
     def set_empty_pool(self) -> None:
         """With no parent in the pool the planner publishes nothing."""
@@ -161,7 +165,8 @@ async def next_round(bus) -> int:
     """One past the highest round ever requested, so a new ``aes run`` never reuses
     (and has JetStream drop) an earlier round's idempotency keys."""
     reviews = await bus.history(subjects.POOL_REVIEW, PoolReview)
-    return max((r.round for r in reviews), default=0) + 1
+    plans = await bus.history(subjects.POOL_PLAN, PoolPlan)
+    return max((r.round for r in [*reviews, *plans]), default=0) + 1
 
 
 async def run_rounds(
@@ -178,8 +183,8 @@ async def run_rounds(
 ) -> list[RoundTracker]:
     """Request ``rounds`` rounds one after another and print their progress.
 
-    Each round is a ``PoolReview``: plan only, or (``review``) rerun the solver on the
-    pool first. A round ends when the tracker says so, or after ``round_timeout``
+    Each round is a ``PoolPlan``, or (``review``) a ``PoolReview`` that reruns the solver
+    on the pool first and then plans. A round ends when the tracker says so, or after ``round_timeout``
     seconds (reported, and the next round starts: its work stays on the bus); then
     ``after_round(round, feed)`` runs (the training phase), reading on from the same
     feed. ``observe`` sees every message of the rounds.
@@ -197,9 +202,10 @@ async def run_rounds(
                 out("   the pool is empty: nothing to plan from (seed it with `aes pool seed`)")
                 continue
             key = f"round:{r}"
-            await bus.publish(subjects.POOL_REVIEW, PoolReview(
-                idempotency_key=key, episode_id=key, round=r, step="review" if review else "plan",
-                rerun=review, fresh=fresh))
+            if review:
+                await bus.publish(subjects.POOL_REVIEW, PoolReview(idempotency_key=key, episode_id=key, round=r, fresh=fresh))
+            else:
+                await bus.publish(subjects.POOL_PLAN, PoolPlan(idempotency_key=key, episode_id=key, round=r, fresh=fresh))
             loop = asyncio.get_running_loop()
             deadline = loop.time() + round_timeout
             while not tracker.done:

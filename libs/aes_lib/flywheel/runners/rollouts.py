@@ -1,7 +1,7 @@
 """Solver rollouts as the flywheel needs them: one attempt on one bundle, summarized.
 
 ``RolloutRunner`` is the boundary between the flywheel and the sandbox/agents:
-the calibrator and the pool review call it, ``aes_lib.flywheel.trial_runner``
+the calibrator and the pool review call it, ``aes_lib.flywheel.runners.trial_runner``
 implements it with the real solver in a Docker sandbox.
 """
 
@@ -12,26 +12,15 @@ import re
 from typing import Protocol
 
 import msgspec
-from nats.js.errors import KeyNotFoundError
 
 from aes_proto.messages import BlobRef
+from aes_proto.records import RolloutOutcome
 
 from aes_lib.agents.solver import Rollout, publish_rollout
+from aes_lib.bus import kv as kvs
 from aes_lib.agents.trajectory import load_trajectory
 
 _KEY_UNSAFE = re.compile(r"[^-_A-Za-z0-9]")
-
-
-class RolloutOutcome(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
-    """One finished solver attempt."""
-
-    reward: float
-    trajectory: BlobRef
-    """The stored ``aes_lib.agents.trajectory.Trajectory``."""
-    failure: str = ""
-    """Failure signature (``aes_lib.agents.solver.failure_signature``); empty for a full reward."""
-    n_turns: int = 0
-    seconds: float = 0.0
 
 
 class RolloutRunner(Protocol):
@@ -51,10 +40,8 @@ def kv_key(rollout_id: str) -> str:
 async def cached(kv, rollout_id: str, run) -> RolloutOutcome:
     """``run()`` once per ``rollout_id``: a redelivered message reuses a finished attempt."""
     key = kv_key(rollout_id)
-    try:
-        return msgspec.msgpack.decode((await kv.get(key)).value, type=RolloutOutcome)
-    except KeyNotFoundError:
-        pass
+    if (done := await kvs.read(kv, key, RolloutOutcome)) is not None:
+        return done
     outcome = await run()
     await kv.put(key, msgspec.msgpack.encode(outcome))
     return outcome

@@ -2,8 +2,8 @@
 
 Keys: ``env.<env_id>`` holds a ``PoolEntry`` (written before the index, and
 idempotent because its content is a function of the environment); ``index``
-holds the ``PoolIndex``. Every change to the index is read-modify-``update(last=rev)``
-and retried on a conflicting write, so concurrent replicas serialize on it.
+holds the ``PoolIndex``. Every change to the index is a compare-and-set
+(``aes_lib.bus.kv.update``), so concurrent replicas serialize on it.
 """
 
 from __future__ import annotations
@@ -12,19 +12,14 @@ import dataclasses
 from collections.abc import Callable, Iterable
 
 import msgspec
-from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 
-from aes_lib.flywheel.pool import Admission, PoolEntry, PoolIndex, admit, retire
+from aes_proto.records import POOL_BUCKET as BUCKET  # noqa: F401 (the store's bucket, for its callers)
+from aes_proto.records import PoolEntry, PoolIndex
 
-BUCKET = "aes_pool"
-"""KV bucket of the pool state."""
+from aes_lib.bus import kv as kvs
+from aes_lib.flywheel.pool import Admission, admit, retire
+
 INDEX_KEY = "index"
-MAX_CAS_ATTEMPTS = 64
-"""Retries of one index update before giving up (the bus then redelivers)."""
-
-
-class PoolContentionError(RuntimeError):
-    """The index kept changing under us for ``MAX_CAS_ATTEMPTS`` tries."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,40 +38,26 @@ class PoolStore:
         self._kv = kv
         self.capacity = capacity
 
-    async def index(self) -> tuple[PoolIndex, int]:
-        """The active index and its KV revision (0 when the pool was never written)."""
-        try:
-            e = await self._kv.get(INDEX_KEY)
-        except KeyNotFoundError:
-            return PoolIndex(), 0
-        return msgspec.msgpack.decode(e.value, type=PoolIndex), e.revision
+    async def index(self) -> PoolIndex:
+        """The active index (empty when the pool was never written)."""
+        return await kvs.read(self._kv, INDEX_KEY, PoolIndex) or PoolIndex()
 
     async def _cas(self, transition: Callable[[PoolIndex], tuple[PoolIndex, Change]]) -> Change:
-        for _ in range(MAX_CAS_ATTEMPTS):
-            current, rev = await self.index()
-            new, change = transition(current)
-            if new == current:
-                return change
-            data = msgspec.msgpack.encode(new)
-            try:
-                if rev == 0:
-                    await self._kv.create(INDEX_KEY, data)
-                else:
-                    await self._kv.update(INDEX_KEY, data, last=rev)
-                return change
-            except KeyWrongLastSequenceError:
-                continue  # another replica wrote first: re-read and re-apply
-        raise PoolContentionError(f"pool index changed {MAX_CAS_ATTEMPTS} times during one update")
+        changes: list[Change] = []
+
+        def step(current: PoolIndex | None) -> PoolIndex:
+            new, change = transition(current or PoolIndex())
+            changes.append(change)  # the last call's is the one that was written
+            return new
+
+        await kvs.update(self._kv, INDEX_KEY, PoolIndex, step)
+        return changes[-1]
 
     async def put_entry(self, entry: PoolEntry) -> None:
         await self._kv.put(f"env.{entry.env_id}", msgspec.msgpack.encode(entry))
 
     async def entry(self, env_id: str) -> PoolEntry | None:
-        try:
-            e = await self._kv.get(f"env.{env_id}")
-        except KeyNotFoundError:
-            return None
-        return msgspec.msgpack.decode(e.value, type=PoolEntry)
+        return await kvs.read(self._kv, f"env.{env_id}", PoolEntry)
 
     async def admit(self, entry: PoolEntry) -> Change:
         """Record ``entry`` and add it to the active index exactly once.
@@ -88,7 +69,7 @@ class PoolStore:
         if known is None:
             await self.put_entry(entry)
         elif known.retired:
-            idx, _ = await self.index()
+            idx = await self.index()
             return Change(size=len(idx.active), admission=Admission("duplicate", idx))
 
         def step(idx: PoolIndex) -> tuple[PoolIndex, Change]:
@@ -123,6 +104,6 @@ class PoolStore:
             await self.put_entry(msgspec.structs.replace(entry, mean_reward=mean))
 
     async def active_entries(self) -> list[PoolEntry]:
-        idx, _ = await self.index()
+        idx = await self.index()
         entries = [await self.entry(e) for e in idx.active]
         return [e for e in entries if e is not None]

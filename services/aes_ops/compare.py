@@ -1,0 +1,104 @@
+"""Generation modes compared the paper's way: valid-environment rate (with a 95%
+Wilson interval) and cost per valid environment, validity judged by the
+validator's library function (image builds, oracle 1.0, empty solution < 0.5)."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aes_lib.agents.proposer.boundary import Resources, generate, generator
+from aes_lib.agents.proposer.proposal import Proposal
+from aes_lib.bundle import BundleError, unpack
+from aes_lib.flywheel.status import wilson
+from aes_lib.sandbox import validate_task
+from aes_proto.messages import Assignment, BlobRef, Lineage
+
+
+@dataclass
+class ModeStats:
+    mode: str
+    n: int = 0
+    valid: int = 0
+    cost_usd: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    reasons: dict[str, int] = field(default_factory=dict)
+    """Outcome counts: ``ok`` or the validator's / generator's failure reason."""
+
+    @property
+    def rate(self) -> float:
+        return self.valid / self.n if self.n else 0.0
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return wilson(self.valid, self.n)
+
+    @property
+    def cost_per_valid(self) -> float:
+        return self.cost_usd / self.valid if self.valid else math.inf
+
+    def row(self) -> str:
+        lo, hi = self.interval
+        cpv = "n/a (none valid)" if not self.valid else f"${self.cost_per_valid:.6f}"
+        reasons = ", ".join(f"{k} {v}" for k, v in sorted(self.reasons.items()))
+        return (f"| {self.mode} | {self.n} | {self.valid} | {self.rate:.2f} [{lo:.2f}, {hi:.2f}] | ${self.cost_usd:.6f} "
+                f"| {cpv} | {self.prompt_tokens + self.completion_tokens} | {self.seconds / max(self.n, 1):.1f} | {reasons} |")
+
+
+HEADER = ("| mode | n | valid | valid rate [95% Wilson] | cost | cost per valid env | tokens | s/episode | outcomes |\n"
+          "|---|---|---|---|---|---|---|---|---|")
+
+
+async def _outcome(p: Proposal, images) -> str:
+    """``ok`` or why not: the generator's failure, or the validator's reason."""
+    if p.packed is None:
+        return p.failure
+    if p.report is not None:
+        return p.report.reason  # feedback mode already validated exactly these files
+    with tempfile.TemporaryDirectory(prefix="aes-generate-judge-") as tmp:
+        dest = Path(tmp) / "task"
+        try:
+            await asyncio.to_thread(unpack, p.packed.data, dest)
+        except BundleError as e:
+            return f"invalid_bundle:{type(e).__name__}"
+        return (await validate_task(dest, images)).reason
+
+
+async def run_mode(
+    mode: str,
+    n: int,
+    resources: Resources,
+    *,
+    parent: tuple[str, BlobRef] | None = None,
+    category: str = "",
+) -> ModeStats:
+    """``n`` generations in ``mode``, one after another (each is judged by the validator);
+    ``parent`` is an environment id and its bundle in ``resources.store``."""
+    generator(mode)  # an unknown mode fails before any work
+    solver = resources.solver_client
+    stats = ModeStats(mode)
+    for i in range(n):
+        a = Assignment(idempotency_key=f"generate:{mode}:{i}:{uuid.uuid4().hex[:8]}", episode_id=uuid.uuid4().hex,
+                       lineage=Lineage(assignment_id=uuid.uuid4().hex, parent_env_id=parent[0] if parent else None,
+                                       category=category, mode=mode),  # type: ignore[arg-type]
+                       direction="harder" if parent else "new", parent_bundle=parent[1] if parent else None)
+        solver_cost_before = solver.usage.cost_usd if solver else 0.0
+        t0 = time.monotonic()
+        p = await generate(a, resources)
+        outcome = await _outcome(p, resources.images)
+        stats.seconds += time.monotonic() - t0
+        stats.n += 1
+        stats.valid += outcome == "ok"
+        stats.reasons[outcome] = stats.reasons.get(outcome, 0) + 1
+        traj = p.trajectory
+        stats.cost_usd += traj.cost_usd + ((solver.usage.cost_usd - solver_cost_before) if solver else 0.0)
+        stats.prompt_tokens += traj.prompt_tokens
+        stats.completion_tokens += traj.completion_tokens
+    return stats

@@ -1,0 +1,40 @@
+"""The proposer boundary: one registry of modes, one result type, budgets from one place."""
+
+from __future__ import annotations
+
+import pytest
+
+from aes_lib.agents.proposer.baselines import BaselineLimits
+from aes_lib.agents.proposer.boundary import GENERATORS, MODES, generator
+from aes_lib.agents.proposer.harness import EpisodeBudget
+from aes_lib.agents.proposer.proposal import Proposal
+from aes_lib.agents.trajectory import Trajectory
+from aes_lib.flywheel.config import FlywheelConfig, FlywheelConfigError
+from aes_proto.messages import BlobRef
+from aes_services.proposer import ProposerConfig
+
+
+def test_modes_are_the_registry_and_the_flywheel_accepts_exactly_them():
+    assert MODES == tuple(GENERATORS) == ("prompt", "feedback", "agent")
+    for mode in MODES:
+        assert FlywheelConfig(generation_mode=mode).generation_mode == mode
+    with pytest.raises(FlywheelConfigError):
+        FlywheelConfig(generation_mode="seed")
+    with pytest.raises(ValueError, match="unknown generation mode 'oracle': choose from prompt, feedback, agent"):
+        generator("oracle")
+
+
+def test_a_proposal_has_a_task_or_a_reason():
+    traj, ref = Trajectory(rollout_id="r", role="proposer"), BlobRef(key="k", sha256="s", size=0)
+    assert Proposal(traj, ref, None, failure="no_submission").failure == "no_submission"
+    with pytest.raises(ValueError):
+        Proposal(traj, ref, None)
+
+
+def test_proposer_config_defaults_are_the_budgets_and_env_overrides_them(monkeypatch):
+    assert ProposerConfig().budget() == EpisodeBudget() and ProposerConfig().baseline() == BaselineLimits()
+    monkeypatch.setenv("AES_PROPOSER_MAX_TURNS", "7")
+    monkeypatch.setenv("AES_PROPOSER_MAX_REVISIONS", "0")
+    config = ProposerConfig.from_env()
+    assert config.budget() == EpisodeBudget().with_loop(max_turns=7) and config.budget().loop.max_turns == 7
+    assert config.baseline() == BaselineLimits(max_revisions=0)
