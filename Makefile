@@ -10,7 +10,7 @@ ROUNDS  ?= 1
 # variables to override, or point AES_MODEL_URL elsewhere.
 DEMO    := AES_ASSIGNMENTS_PER_ROUND=$${AES_ASSIGNMENTS_PER_ROUND:-1} AES_PROPOSER_MAX_TURNS=$${AES_PROPOSER_MAX_TURNS:-12}
 
-.PHONY: install infra run down test test-fast bench clean
+.PHONY: install infra run down test test-fast bench chaos clean
 
 install: $(STAMP)
 
@@ -41,6 +41,13 @@ test-fast: install infra
 
 bench: install infra
 	for b in bench/*_bench.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+# SIGKILLs of services and nats-server, store outages, a hung read and poison messages while
+# candidates go through admission; prints lost / doubled / dead-lettered, writes bench/results/chaos.md.
+CANDIDATES ?= 100
+KILLS      ?= 30
+chaos: install infra
+	$(BIN)/python bench/chaos.py --candidates $(CANDIDATES) --kills $(KILLS)
 
 clean: down
 	rm -rf .aes

@@ -45,9 +45,13 @@ class ValidatorService(Gate):
     async def setup(self, ctx: Context) -> None:
         if self.images is None:
             self.images = ImageCache(await asyncio.to_thread(docker.from_env))
-        removed = await reap_async(self.images.client)
-        if removed:
-            log.info("reaped %d containers and images left by dead processes", len(removed))
+        try:
+            removed = await reap_async(self.images.client)
+        except docker.errors.DockerException as e:  # cleanup is best effort: never a reason not to start
+            log.warning("could not reap leftovers of dead processes: %s", e)
+        else:
+            if removed:
+                log.info("reaped %d containers and images left by dead processes", len(removed))
 
     async def judge(self, task: Task, candidate: CandidateEnv, ctx: Context) -> Judgement:
         assert self.images is not None, "setup() not run"

@@ -66,14 +66,19 @@ def _remove_image(client: docker.DockerClient, image_id: str) -> bool:
 
 
 def _reap_containers(client: docker.DockerClient, host: str) -> list[str]:
+    # Replicas starting together reap together: a container another one is removing (or
+    # removed between our list and inspect) is theirs, not an error.
     removed = []
-    for c in client.containers.list(all=True, filters={"label": f"{MANAGED_LABEL}=1"}):
+    for c in client.containers.list(all=True, filters={"label": f"{MANAGED_LABEL}=1"}, ignore_removed=True):
         if _dead_here(_owner(c.labels), host):
             try:
                 c.remove(force=True)
                 removed.append(c.name)
             except docker.errors.NotFound:
                 pass
+            except docker.errors.APIError as e:
+                if e.status_code != 409:  # "removal ... is already in progress"
+                    raise
     return removed
 
 
