@@ -98,6 +98,13 @@ class Settings:
     """Endpoint for the proposer; empty: same as the solver's."""
     proposer_model: str = ""
     """Model name for the proposer; empty: same as the solver's."""
+    model_api_key: str = ""
+    """Bearer token for the solver's endpoint; empty: ``$OPENAI_API_KEY`` when set, else none."""
+    proposer_model_api_key: str = ""
+    """Bearer token for the proposer's endpoint; empty: the solver's."""
+    vllm_token_ids: str = "auto"
+    """Ask for token ids the vLLM way (``return_tokens_as_token_ids``), which the learner needs:
+    ``auto`` (when the server says it is vLLM), ``on`` or ``off``."""
     otlp_endpoint: str = ""
     """OTLP/HTTP traces endpoint (e.g. Jaeger's ``http://jaeger:4318``); empty: no export."""
     route: str = "validate,contamination,review,reset,calibrate"
@@ -123,6 +130,16 @@ class Settings:
         for name, value in _stack_settings(home).items():
             values.setdefault(name, value)
         return cls(**values)  # type: ignore[arg-type]
+
+    def endpoint(self, role: str = "solver") -> tuple[str, str, str]:
+        """(url, model, api key) of the ``solver``'s or the ``proposer``'s model endpoint."""
+        key = self.model_api_key or os.environ.get("OPENAI_API_KEY", "")
+        if role == "solver":
+            return self.model_url, self.model, key
+        if role == "proposer":
+            return (self.proposer_model_url or self.model_url, self.proposer_model or self.model,
+                    self.proposer_model_api_key or key)
+        raise ValueError(f"role must be solver or proposer, got {role!r}")
 
     def budget(self, service: str, default: float) -> float:
         """Delivery budget of ``service``: its entry in ``budgets``, else ``default``."""

@@ -16,6 +16,7 @@ from aes_lib.agents.proposer.boundary import Resources, generate, generator
 from aes_lib.agents.proposer.proposal import Proposal
 from aes_lib.bundle import BundleError, unpack
 from aes_lib.flywheel.status import wilson
+from aes_lib.models import usd
 from aes_lib.sandbox import validate_task
 from aes_proto.messages import Assignment, BlobRef, Lineage
 
@@ -46,9 +47,9 @@ class ModeStats:
 
     def row(self) -> str:
         lo, hi = self.interval
-        cpv = "n/a (none valid)" if not self.valid else f"${self.cost_per_valid:.6f}"
+        cpv = "n/a (none valid)" if not self.valid else usd(self.cost_per_valid, 6)
         reasons = ", ".join(f"{k} {v}" for k, v in sorted(self.reasons.items()))
-        return (f"| {self.mode} | {self.n} | {self.valid} | {self.rate:.2f} [{lo:.2f}, {hi:.2f}] | ${self.cost_usd:.6f} "
+        return (f"| {self.mode} | {self.n} | {self.valid} | {self.rate:.2f} [{lo:.2f}, {hi:.2f}] | {usd(self.cost_usd, 6)} "
                 f"| {cpv} | {self.prompt_tokens + self.completion_tokens} | {self.seconds / max(self.n, 1):.1f} | {reasons} |")
 
 

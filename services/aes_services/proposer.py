@@ -29,7 +29,7 @@ from aes_lib.agents.proposer.candidate import (
 )
 from aes_lib.agents.proposer.harness import EpisodeBudget
 from aes_lib.config import env_overrides
-from aes_lib.models import ChatClient
+from aes_lib.models import ChatClient, chat_client
 from aes_lib.sandbox import ImageCache
 from aes_lib.service import Context, Service
 from aes_proto import subjects
@@ -71,10 +71,9 @@ class ProposerConfig:
 
 
 def proposer_client(settings) -> ChatClient:
-    url = settings.proposer_model_url or settings.model_url
-    if not url:
+    if not settings.endpoint("proposer")[0]:
         raise ProposerEndpointError("AES_PROPOSER_MODEL_URL and AES_MODEL_URL are empty (aes up sets AES_MODEL_URL)")
-    return ChatClient(url, settings.proposer_model or settings.model)
+    return chat_client(settings, "proposer")
 
 
 class ProposerService(Service[Assignment]):
@@ -100,7 +99,7 @@ class ProposerService(Service[Assignment]):
             store=ctx.blobs,
             images=ImageCache(),
             state_file=Path(ctx.settings.home) / "proposer" / "state.tar.gz",
-            solver_client=ChatClient(ctx.settings.model_url, ctx.settings.model) if ctx.settings.model_url else None,
+            solver_client=chat_client(ctx.settings) if ctx.settings.model_url else None,
             budget=config.budget(),
             baseline=config.baseline(),
             rollouts=rollouts,

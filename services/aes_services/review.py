@@ -15,7 +15,7 @@ from aes_proto.messages import CandidateEnv, ReviewResult, Verdict
 
 from aes_lib.bundle import Task
 from aes_lib.gate import Gate, Judgement
-from aes_lib.models import ChatClient
+from aes_lib.models import chat_client
 from aes_lib.review import Review, ReviewSettings, review_task
 from aes_lib.service import Context
 
@@ -46,7 +46,7 @@ class ReviewService(Gate):
         if not ctx.settings.model_url:
             raise ReviewEndpointError("AES_MODEL_URL is empty: the review gate needs a model endpoint (aes up sets it)")
         self.settings = ReviewSettings.from_env()
-        self.client = ChatClient(ctx.settings.model_url, ctx.settings.model)
+        self.client = chat_client(ctx.settings)
 
     async def judge(self, task: Task, candidate: CandidateEnv, ctx: Context) -> Judgement:
         review = await review_task(task.root, self.client, self.settings)

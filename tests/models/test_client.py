@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import httpx
 import pytest
@@ -16,7 +17,10 @@ from aes_lib.models import (
     PriceTable,
     RetryPolicy,
     UnknownModelPriceError,
+    chat_client,
+    usd,
 )
+from aes_lib.config import Settings
 
 MESSAGES = [
     {"role": "system", "content": "You are a shell assistant."},
@@ -76,17 +80,49 @@ async def test_unreachable_endpoint():
         await client.chat(MESSAGES)
 
 
-def test_cost_from_price_table(tmp_path):
+def test_cost_from_price_table(tmp_path, caplog):
     table = PriceTable.load(None).with_prices({"hosted-x": Price(1.0, 4.0)})
     assert table.cost("hosted-x", 2_000_000, 500_000) == pytest.approx(4.0)
-    with pytest.raises(UnknownModelPriceError, match="no price for model 'mystery'"):
-        ChatClient("http://127.0.0.1:9/v1", "mystery", prices=table)
+    # An unpriced model is usable; its cost is unknown (NaN, never a silent zero), said once.
+    assert math.isnan(table.cost("mystery", 10, 10)) and math.isnan(table.cost("mystery", 1, 1))
+    assert [r.getMessage() for r in caplog.records].count(caplog.records[0].getMessage()) == 1
+    assert "no price for model 'mystery'" in caplog.records[0].getMessage()
+    assert usd(math.nan) == "unknown" and usd(0.5) == "$0.5000"
+    with pytest.raises(UnknownModelPriceError):
+        table["mystery"]
     f = tmp_path / "prices.json"
     f.write_text(json.dumps({"hosted-y": [0.5, 1.5]}))
     assert PriceTable.load(f)["hosted-y"] == Price(0.5, 1.5)
+    assert PriceTable.load('{"hosted-z": [2, 8]}')["hosted-z"] == Price(2.0, 8.0)  # inline JSON
     f.write_text(json.dumps({"hosted-y": "cheap"}))
     with pytest.raises(ValueError, match="must be \\[usd_in_per_m"):
         PriceTable.load(f)
+    with pytest.raises(ValueError, match="neither a readable JSON file nor JSON"):
+        PriceTable.load(tmp_path / "missing.json")
+
+
+async def test_a_key_protected_endpoint_gets_the_role_key_and_vllm_gets_asked_for_token_ids(monkeypatch):
+    """The proposer's key, else the solver's, else ``OPENAI_API_KEY``; a server that says it is
+    vLLM is asked for token ids (the learner needs them), others are not."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
+    with ReplayServer(["a", "b", "c"], api_key="sk-env", owned_by="vllm") as srv:
+        settings = Settings(model_url=srv.url, model="gpt-4.1-mini")  # unpriced, hosted-style
+        async with chat_client(settings) as client:
+            turn = await client.chat(MESSAGES)
+        assert turn.text == "a" and math.isnan(turn.cost_usd)
+        assert srv.requests[0]["return_tokens_as_token_ids"] is True
+        wrong = Settings(model_url=srv.url, model="m", proposer_model_api_key="sk-wrong")
+        async with chat_client(wrong, "proposer") as client:
+            with pytest.raises(ModelRequestError, match="HTTP 401"):
+                await client.chat(MESSAGES)
+    with ReplayServer(["d"]) as srv:
+        async with chat_client(Settings(model_url=srv.url, model="replay")) as client:
+            await client.chat(MESSAGES)
+        assert "return_tokens_as_token_ids" not in srv.requests[0]
+        async with chat_client(Settings(model_url=srv.url, model="replay", vllm_token_ids="on")) as client:
+            with pytest.raises(ModelRequestError):  # replay has no more replies: the body was sent
+                await client.chat(MESSAGES)
+        assert srv.requests[1]["return_tokens_as_token_ids"] is True
 
 
 async def test_cost_per_call_uses_reported_usage():

@@ -33,6 +33,10 @@ class ReplayServer:
     """Hold each answer this long (lets concurrent callers overlap)."""
     policy_version: int | None = None
     """Reported with each answer, as an engine that follows the learner does."""
+    api_key: str = ""
+    """When set, requests without ``Authorization: Bearer <api_key>`` get 401, as a hosted API."""
+    owned_by: str = "replay"
+    """What ``GET /v1/models`` says owns the model (vLLM says ``vllm``)."""
     peak_in_flight: int = 0
     """Most requests being answered at once."""
     requests: list[dict[str, Any]] = field(default_factory=list)
@@ -72,9 +76,29 @@ class ReplayServer:
         replay = self
 
         class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802
+                if self.path.rstrip("/") == "/v1/models" and self._authorized():
+                    self._send(200, {"object": "list", "data": [
+                        {"id": replay.model, "object": "model", "owned_by": replay.owned_by}]})
+                else:
+                    self._send(404 if self._authorized() else 401, {"error": {"message": self.path}})
+
+            def _authorized(self) -> bool:
+                return not replay.api_key or self.headers.get("authorization") == f"Bearer {replay.api_key}"
+
+            def _send(self, status: int, out: dict[str, Any]) -> None:
+                data = json.dumps(out).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
             def do_POST(self) -> None:  # noqa: N802
                 raw = self.rfile.read(int(self.headers.get("content-length", 0)))
-                if self.path.rstrip("/") != "/v1/chat/completions":
+                if not self._authorized():
+                    status, out = 401, {"error": {"message": "invalid api key"}}
+                elif self.path.rstrip("/") != "/v1/chat/completions":
                     status, out = 404, {"error": {"message": f"no route {self.path}"}}
                 else:
                     with replay._lock:
@@ -84,12 +108,7 @@ class ReplayServer:
                     status, out = replay._answer(json.loads(raw))
                     with replay._lock:
                         replay._in_flight -= 1
-                data = json.dumps(out).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                self._send(status, out)
 
             def log_message(self, *args: Any) -> None:
                 pass

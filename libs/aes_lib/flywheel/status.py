@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from aes_proto import subjects
 from aes_proto.messages import CalibrationResult, DeadLetter, PoolEvent, RolloutSummary
 
+from aes_lib.models.prices import usd
+
 
 Z95 = 1.959964
 """Normal quantile of the 95% two-sided interval."""
@@ -118,13 +120,13 @@ def summarize(results: Sequence[CalibrationResult], events: Sequence[PoolEvent],
 def render(s: Status, pool_size: int, pool_by_category: dict[str, int]) -> str:
     """Plain-text status for the terminal."""
     lo, hi = s.valid_interval
-    cpv = f"${s.cost_per_valid:.4f}" if s.cost_per_valid is not None else "n/a (no valid environment yet)"
+    cpv = usd(s.cost_per_valid) if s.cost_per_valid is not None else "n/a (no valid environment yet)"
     lines = [
         f"pool: {pool_size} active" + (" (" + ", ".join(f"{c or 'uncategorized'} {n}" for c, n in sorted(pool_by_category.items())) + ")" if pool_by_category else ""),
         f"candidates: {s.candidates}   admitted: {s.admitted}   solver rollouts: {s.rollouts}",
         f"dead-lettered: {s.dead_lettered}" + ("   (assignments/candidates a service gave up on: aes dlq list)" if s.dead_lettered else ""),
         f"valid-environment rate: {s.valid}/{s.candidates} = {100 * s.valid_rate:.1f}% (95% CI {100 * lo:.1f}-{100 * hi:.1f}%)",
-        f"cost per valid environment: {cpv}   (proposer spend ${s.cost_usd:.4f})",
+        f"cost per valid environment: {cpv}   (proposer spend {usd(s.cost_usd)})",
         f"mean proposer reward: {s.mean_proposer_reward:.3f}",
         "outcomes:",
         *[f"  {label:<32} {n}" for label, n in s.outcomes.items()],

@@ -11,7 +11,8 @@ from aes_lib.models.client import (
     RetryPolicy,
     Usage,
 )
-from aes_lib.models.prices import Price, PriceTable, UnknownModelPriceError
+from aes_lib.models.endpoints import chat_client
+from aes_lib.models.prices import Price, PriceTable, UnknownModelPriceError, usd
 
 __all__ = [
     "ChatClient",
@@ -25,4 +26,6 @@ __all__ = [
     "RetryPolicy",
     "UnknownModelPriceError",
     "Usage",
+    "chat_client",
+    "usd",
 ]

@@ -52,6 +52,7 @@ class ChatTurn(msgspec.Struct, kw_only=True):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
+    """NaN when the model has no price (unknown, see ``PriceTable``)."""
     finish_reason: str = ""
     model: str = ""
     seconds: float = 0.0
@@ -107,8 +108,9 @@ class ChatClient:
     prices: PriceTable = field(default_factory=PriceTable.load)
     want_prompt_ids: bool = True
     """Ask the server for the prompt's token ids (llama.cpp's tokenizer endpoints)."""
-    vllm_token_ids: bool = False
-    """Send vLLM's ``return_tokens_as_token_ids`` (other servers may reject the unknown field)."""
+    vllm_token_ids: bool | None = None
+    """Send vLLM's ``return_tokens_as_token_ids`` so the learner gets token ids (other servers
+    may reject the unknown field); None: ask ``/models`` once whether the server is vLLM."""
     usage: Usage = field(default_factory=Usage)
     _http: httpx.AsyncClient | None = field(default=None, init=False, repr=False)
     _template_endpoints: bool | None = field(default=None, init=False, repr=False)
@@ -116,7 +118,6 @@ class ChatClient:
 
     def __post_init__(self) -> None:
         self.base_url = self.base_url.rstrip("/")
-        self.prices[self.model]  # fail at construction, not after an expensive call
 
     @property
     def _root(self) -> str:
@@ -165,6 +166,15 @@ class ChatClient:
             return data
         raise ModelUnavailableError(f"POST {url} failed {self.retry.attempts} times; last: {last}")
 
+    async def _is_vllm(self) -> bool:
+        """vLLM names itself as the owner of its models."""
+        try:
+            r = await self._client().get(f"{self.base_url}/models")
+            models = r.json().get("data", []) if r.status_code == 200 else []
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return False
+        return any(isinstance(m, dict) and m.get("owned_by") == "vllm" for m in models)
+
     async def _prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
         """llama.cpp: render the chat template, then tokenize with special tokens parsed."""
         if not self.want_prompt_ids or self._template_endpoints is False:
@@ -201,6 +211,8 @@ class ChatClient:
             "logprobs": True,
             "top_logprobs": 1,  # llama.cpp omits logprobs entirely with 0
         }
+        if self.vllm_token_ids is None:
+            self.vllm_token_ids = await self._is_vllm()
         if self.vllm_token_ids:
             body["return_tokens_as_token_ids"] = True
         if stop:

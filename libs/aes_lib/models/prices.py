@@ -1,11 +1,19 @@
-"""Cost of a model call: USD per one million tokens, looked up by model name."""
+"""Cost of a model call: USD per one million tokens, looked up by model name.
+
+A model without a price costs NaN, shown as "unknown" (with one warning per model):
+any endpoint can be used, and a missing price never passes for a zero.
+"""
 
 from __future__ import annotations
 
 import json
+import logging
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 
 class UnknownModelPriceError(KeyError):
@@ -32,17 +40,23 @@ DEFAULT_PRICES: dict[str, Price] = {
     "smollm2-135m": LOCAL,
     "replay": LOCAL,
     # Public list prices of a few hosted models (USD / 1M tokens) for comparison runs;
-    # extend or override with AES_MODEL_PRICES.
+    # extend or override with AES_MODEL_PRICES (a JSON file, or the JSON itself).
     "gpt-4o-mini": Price(0.15, 0.60),
     "gpt-4o": Price(2.50, 10.00),
 }
 
 
+def usd(amount: float, digits: int = 4) -> str:
+    """``$0.0012``, or ``unknown`` for a cost that involved a model without a price."""
+    return "unknown" if math.isnan(amount) else f"${amount:.{digits}f}"
+
+
 class PriceTable:
-    """Model name -> Price; an unknown name is an error, never a silent zero."""
+    """Model name -> Price; an unknown name costs NaN ("unknown"), never a silent zero."""
 
     def __init__(self, prices: dict[str, Price] | None = None) -> None:
         self._prices = dict(DEFAULT_PRICES if prices is None else prices)
+        self._warned: set[str] = set()
 
     def __getitem__(self, model: str) -> Price:
         try:
@@ -57,17 +71,33 @@ class PriceTable:
         return PriceTable({**self._prices, **extra})
 
     def cost(self, model: str, prompt_tokens: int, completion_tokens: int) -> float:
-        return self[model].cost(prompt_tokens, completion_tokens)
+        """USD for one call; NaN when the model has no price."""
+        price = self._prices.get(model)
+        if price is None:
+            if model not in self._warned:
+                self._warned.add(model)
+                log.warning("no price for model %r: its cost is reported as unknown; give it one in "
+                            "AES_MODEL_PRICES, e.g. '{\"%s\": [0.4, 1.6]}' (USD per 1M tokens in, out)", model, model)
+            return math.nan
+        return price.cost(prompt_tokens, completion_tokens)
 
     @classmethod
-    def load(cls, path: str | Path | None = None) -> "PriceTable":
-        """Defaults plus the JSON file ``{"model": [usd_in_per_m, usd_out_per_m]}`` at
-        ``path`` (or ``$AES_MODEL_PRICES``) when one is given."""
-        path = path or os.environ.get("AES_MODEL_PRICES")
+    def load(cls, source: str | Path | None = None) -> "PriceTable":
+        """Defaults plus ``{"model": [usd_in_per_m, usd_out_per_m]}`` from ``source`` (or
+        ``$AES_MODEL_PRICES``): a JSON file's path, or the JSON itself."""
+        source = source or os.environ.get("AES_MODEL_PRICES")
         table = cls()
-        if not path:
+        if not source:
             return table
-        raw = json.loads(Path(path).read_text())
+        text = str(source)
+        path = text if not text.lstrip().startswith("{") else None
+        try:
+            raw = json.loads(Path(path).read_text() if path else text)
+        except (OSError, json.JSONDecodeError) as e:
+            raise ValueError(f"AES_MODEL_PRICES: neither a readable JSON file nor JSON: {e}") from None
+        if not isinstance(raw, dict):
+            raise ValueError("AES_MODEL_PRICES: expected a JSON object of model -> [usd_in_per_m, usd_out_per_m]")
+        path = path or "AES_MODEL_PRICES"
         extra: dict[str, Price] = {}
         for name, pair in raw.items():
             if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, (int, float)) for x in pair)):

@@ -140,14 +140,14 @@ async def _attempts(tasks: list[tuple[TaskResult, object]], url: str, model: str
                     args: argparse.Namespace) -> None:
     from aes_lib.agents.solver import rollout
     from aes_lib.blobstore import open_store
-    from aes_lib.models import ChatClient
+    from aes_lib.models import chat_client
     from aes_lib.sandbox import ImageCache
 
     store = open_store(settings.blob_location, settings)
     try:
         images = ImageCache()
-        client = ChatClient(url, model)
-    except Exception as e:  # no Docker engine; a model name without a price
+        client = chat_client(settings, url=url, model=model)
+    except Exception as e:  # no Docker engine
         raise SetupError(f"{type(e).__name__}: {e}") from None
     limits = LoopLimits(max_turns=args.max_turns)
     gate = asyncio.Semaphore(args.concurrency)

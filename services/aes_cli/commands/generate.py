@@ -17,7 +17,7 @@ from aes_lib.agents.proposer.harness import EpisodeBudget
 from aes_lib.blobstore import open_store
 from aes_lib.bundle import BundleError, pack
 from aes_lib.config import Settings
-from aes_lib.models import ChatClient
+from aes_lib.models import chat_client
 from aes_lib.models.serve import endpoint
 from aes_lib.sandbox import ImageCache
 
@@ -32,7 +32,8 @@ async def _generate(args: argparse.Namespace, settings: Settings, url: str, mode
     images = ImageCache()
     print(HEADER)
     for mode in args.mode:
-        async with ChatClient(url, model) as client, ChatClient(url, model) as solver:
+        async with chat_client(settings, "proposer", url=url, model=model) as client, \
+                chat_client(settings, url=url, model=model) as solver:
             resources = Resources(client, store, images, settings.home / "proposer" / "generate-state.tar.gz",
                                   solver_client=solver, budget=budget)
             stats = await run_mode(mode, args.n, resources, parent=parent, category=args.category or "")
@@ -56,8 +57,8 @@ def _run(args: argparse.Namespace) -> int:
         except BundleError as e:
             print(f"invalid parent task: {type(e).__name__}: {e}")
             return 2
-    url = args.model_url or settings.proposer_model_url or settings.model_url
-    model = args.model or settings.proposer_model or settings.model
+    default_url, default_model, _ = settings.endpoint("proposer")
+    url, model = args.model_url or default_url, args.model or default_model
     with endpoint(url, settings.home) as resolved:
         return asyncio.run(_generate(args, settings, resolved, model))
 

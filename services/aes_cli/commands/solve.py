@@ -11,21 +11,21 @@ from aes_lib.agents.solver import rollout
 from aes_lib.blobstore import open_store
 from aes_lib.bundle import BundleError, Task
 from aes_lib.config import Settings
-from aes_lib.models import ChatClient
+from aes_lib.models import chat_client, usd
 from aes_lib.models.serve import endpoint
 from aes_lib.sandbox import ImageCache
 
 
 async def _solve(task: Task, url: str, model: str, settings: Settings, limits: LoopLimits) -> int:
     store = open_store(settings.blob_location, settings)
-    async with ChatClient(url, model) as client:
+    async with chat_client(settings, url=url, model=model) as client:
         r = await rollout(task, client, ImageCache(), store, limits, env_id=task.name)
     t = r.trajectory
     for turn in t.turns:
         shown = turn.command or ("(format error)" if turn.format_error else "(done)")
         print(f"[{turn.index}] $ {shown.splitlines()[0] if shown else ''}  -> exit {turn.exit_code}")
     print(f"stop: {t.stop_reason}; turns: {len(t.turns)}; format errors: {t.format_errors}; "
-          f"tokens: {t.prompt_tokens}+{t.completion_tokens}; cost: ${t.cost_usd:.6f}")
+          f"tokens: {t.prompt_tokens}+{t.completion_tokens}; cost: {usd(t.cost_usd, 6)}")
     print(f"trajectory: {r.ref.key}")
     print(f"reward: {t.reward:g}")
     return 0

@@ -14,7 +14,7 @@ from aes_lib.agents.solver import failure_signature, rollout
 from aes_lib.bundle import Task, unpack
 from aes_lib.flywheel.config import FlywheelConfig
 from aes_proto.records import RolloutOutcome
-from aes_lib.models import ChatClient
+from aes_lib.models import ChatClient, chat_client
 from aes_lib.sandbox import ImageCache
 
 
@@ -40,7 +40,7 @@ class TrialRolloutRunner:
             raise SolverEndpointError("AES_MODEL_URL is empty: the solver needs a model endpoint (aes up sets it)")
         workdir = Path(settings.home) / "tasks"
         workdir.mkdir(parents=True, exist_ok=True)
-        return cls(ChatClient(settings.model_url, settings.model), ImageCache(), blobs,
+        return cls(chat_client(settings), ImageCache(), blobs,
                    limits or LoopLimits(max_turns=config.solver_max_turns), workdir)
 
     async def task(self, bundle: BlobRef) -> Task:

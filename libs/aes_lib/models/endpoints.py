@@ -1,0 +1,21 @@
+"""The one place a model client is built from settings: endpoint, model, key, token-id mode."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aes_lib.models.client import ChatClient
+
+if TYPE_CHECKING:
+    from aes_lib.config import Settings
+
+_TOKEN_IDS = {"auto": None, "on": True, "off": False}
+
+
+def chat_client(settings: "Settings", role: str = "solver", *, url: str = "", model: str = "") -> ChatClient:
+    """A client for ``role``'s endpoint (``url``/``model`` override the settings')."""
+    default_url, default_model, key = settings.endpoint(role)
+    if settings.vllm_token_ids not in _TOKEN_IDS:
+        raise ValueError(f"AES_VLLM_TOKEN_IDS: expected auto, on or off, got {settings.vllm_token_ids!r}")
+    return ChatClient(url or default_url, model or default_model, api_key=key,
+                      vllm_token_ids=_TOKEN_IDS[settings.vllm_token_ids])
