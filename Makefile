@@ -5,10 +5,13 @@ BIN     := $(VENV)/bin
 AES     := $(BIN)/aes
 STAMP   := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 ROUNDS  ?= 1
-# The embedded SmolLM2-135M writes ~35 tokens/s on 2 cores: a short demo round by default
-# (1 assignment as 2 parallel proposals, 12 proposer turns, then one training wave); set the
-# variables to override, or point AES_MODEL_URL elsewhere.
-DEMO    := AES_ASSIGNMENTS_PER_ROUND=$${AES_ASSIGNMENTS_PER_ROUND:-1} AES_PROPOSER_MAX_TURNS=$${AES_PROPOSER_MAX_TURNS:-12}
+# The embedded SmolLM2-135M on the torch engine writes ~10-35 tokens/s on 2 cores, slower as an
+# episode's context grows (12 turns of 1024 tokens took over 20 minutes): a short demo round by
+# default (1 assignment, 1 proposal of 6 turns of at most 256 tokens, then one training wave);
+# set the variables to override, or point AES_MODEL_URL elsewhere.
+DEMO    := AES_ASSIGNMENTS_PER_ROUND=$${AES_ASSIGNMENTS_PER_ROUND:-1} \
+           AES_PROPOSALS_PER_ASSIGNMENT=$${AES_PROPOSALS_PER_ASSIGNMENT:-1} \
+           AES_PROPOSER_MAX_TURNS=$${AES_PROPOSER_MAX_TURNS:-6} AES_PROPOSER_MAX_TOKENS=$${AES_PROPOSER_MAX_TOKENS:-256}
 
 .PHONY: install infra run down test test-fast bench chaos clean
 
