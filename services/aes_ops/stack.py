@@ -240,19 +240,15 @@ def _check_route(settings: Settings) -> None:
     the built-in services do not consume may be served by a consumer already on the bus."""
     import asyncio
 
-    from aes_lib.admission import check_route, live_stages
+    from aes_lib.admission import check_live_route
+    from aes_lib.bus import Bus
     from aes_services.registry import builtin_stages
 
-    stages = builtin_stages()
-    if any(s not in stages for s in settings.route_stages):
-        from aes_lib.bus import Bus
+    async def check() -> None:
+        async with await Bus.connect(settings, name="aes-route-check") as bus:
+            await check_live_route(bus.js, settings.route_stages, builtin_stages(), wait=0)
 
-        async def live() -> dict[str, bool]:
-            async with await Bus.connect(settings, name="aes-route-check") as bus:
-                return await live_stages(bus.js)
-
-        stages = {**asyncio.run(live()), **stages}
-    check_route(settings.route_stages, stages)
+    asyncio.run(check())
 
 
 def _await_services(started: Mapping[str, subprocess.Popen], home: Path) -> None:

@@ -4,8 +4,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import sys
 
 from aes_lib.bus import Bus, serve
+
+
+AES = [sys.executable, "-m", "aes_cli.main"]
+
+
+async def aes(settings, *args) -> str:
+    """``aes ARGS`` against the test's bus and store; its stdout (it must exit 0). Stderr stays
+    apart, so a log line there cannot pass for what a command prints."""
+    env = dict(os.environ, AES_NATS_URL=settings.nats_url, AES_NATS_USER=settings.nats_user,
+               AES_NATS_PASSWORD=settings.nats_password, AES_HOME=str(settings.home), AES_BLOB_URL=settings.blob_url)
+    p = await asyncio.create_subprocess_exec(*AES, *args, env=env, stdout=asyncio.subprocess.PIPE,
+                                             stderr=asyncio.subprocess.PIPE)
+    out, err = await p.communicate()
+    assert p.returncode == 0, (out + err).decode()
+    return out.decode()
 
 
 @contextlib.asynccontextmanager

@@ -1,9 +1,6 @@
 """``aes pool seed|list|export``, ``aes status`` and ``aes report`` as subprocesses against a real bus."""
 
-import asyncio
 import json
-import os
-import sys
 
 from aes_proto import subjects
 from aes_proto.messages import CalibrationResult, Lineage, PoolEvent, Verdict
@@ -12,17 +9,7 @@ from aes_lib.bundle import Task
 from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
 from aes_ops.seeding import seed_dirs
 
-AES = [sys.executable, "-m", "aes_cli.main"]
-
-
-async def aes(settings, *args) -> str:
-    env = dict(os.environ, AES_NATS_URL=settings.nats_url, AES_NATS_USER=settings.nats_user,
-               AES_NATS_PASSWORD=settings.nats_password, AES_HOME=str(settings.home), AES_BLOB_URL=settings.blob_url)
-    p = await asyncio.create_subprocess_exec(*AES, *args, env=env, stdout=asyncio.subprocess.PIPE,
-                                             stderr=asyncio.subprocess.STDOUT)
-    out, _ = await p.communicate()
-    assert p.returncode == 0, out.decode()
-    return out.decode()
+from flywheel_helpers import aes
 
 
 async def test_seed_is_idempotent_and_export_writes_a_harbor_dataset(fresh_nats, bus, tmp_path):

@@ -1,9 +1,6 @@
 """One undecodable message on a stream is skipped and counted, never a reader's crash:
 ``Bus.history``, ``aes status``, ``aes report`` and the round planner against a real bus."""
 
-import asyncio
-import os
-import sys
 
 import msgspec
 
@@ -13,7 +10,7 @@ from aes_proto.messages import CalibrationResult, DeadLetter, Lineage, PoolRevie
 from aes_lib.bus import History
 from aes_ops.rounds import next_round
 
-AES = [sys.executable, "-m", "aes_cli.main"]
+from flywheel_helpers import aes
 POISON = b"\xc1 not msgpack"
 NEXT_VERSION = msgspec.msgpack.encode({"type": "CalibrationResult", "schema_version": 99})
 """A message from a future contract: decodes as msgpack, not as this version's type."""
@@ -28,16 +25,6 @@ def _result(aid: str, decision: str = "admitted") -> CalibrationResult:
 def _letter(key: str, subject: str, consumer: str) -> DeadLetter:
     return DeadLetter(idempotency_key=key, episode_id=key, subject=subject, stream="X", consumer=consumer,
                       deliveries=3, error="boom", data=b"")
-
-
-async def aes(settings, *args) -> str:
-    env = dict(os.environ, AES_NATS_URL=settings.nats_url, AES_NATS_USER=settings.nats_user,
-               AES_NATS_PASSWORD=settings.nats_password, AES_HOME=str(settings.home), AES_BLOB_URL=settings.blob_url)
-    p = await asyncio.create_subprocess_exec(*AES, *args, env=env, stdout=asyncio.subprocess.PIPE,
-                                             stderr=asyncio.subprocess.PIPE)
-    out, err = await p.communicate()
-    assert p.returncode == 0, (out + err).decode()
-    return out.decode()
 
 
 async def test_history_skips_and_counts_what_does_not_decode(bus):

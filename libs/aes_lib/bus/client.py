@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, TypeVar
 
 import nats
@@ -101,14 +101,15 @@ class Bus:
         headers = telemetry.inject({"Nats-Msg-Id": msg.idempotency_key})
         return await self.js.publish(subject, encode(msg), headers=headers)
 
-    async def kv(self, bucket: str) -> KeyValue:
-        """A JetStream key-value bucket, created on first use."""
+    async def kv(self, bucket: str, ttl: float | None = None) -> KeyValue:
+        """A JetStream key-value bucket, created on first use (with entries expiring after
+        ``ttl`` seconds, when given)."""
         kv = self._kv.get(bucket)
         if kv is None:
             try:
                 kv = await self.js.key_value(bucket)
             except BucketNotFoundError:
-                kv = await self.js.create_key_value(bucket=bucket)
+                kv = await self.js.create_key_value(bucket=bucket, ttl=ttl)
             self._kv[bucket] = kv
         return kv
 
@@ -148,19 +149,23 @@ class Bus:
             await sub.unsubscribe()
 
     async def history(self, subject: str, type_: type[M], timeout: float = 1.0) -> History[M]:
-        """Every message stored on ``subject`` that decodes as ``type_``, oldest first.
+        """Every message stored on ``subject`` that decodes as ``type_``, oldest first."""
+        return await self.read_back(subject, lambda m: decode(m.data, type_), timeout)
+
+    async def read_back(self, subject: str, convert: Callable[[Msg], T], timeout: float = 1.0) -> History[T]:
+        """``convert`` applied to every message stored on ``subject``, oldest first.
 
         One undecodable message (garbage, another schema version) must not make every
-        reader of a stream fail forever: it is skipped, counted in ``History.skipped``
-        and logged."""
-        out: History[M] = History(subject=subject)
+        reader of a stream fail forever: one that ``convert`` rejects with ``MessageError``
+        is skipped, counted in ``History.skipped`` and logged."""
+        out: History[T] = History(subject=subject)
         for m in await self.stored(subject, timeout):
             try:
-                out.append(decode(m.data, type_))
+                out.append(convert(m))
             except MessageError:
                 out.skipped += 1
         if out.skipped:
-            log.warning("%d undecodable messages skipped on %s (expected %s)", out.skipped, subject, type_.__name__)
+            log.warning("%d undecodable messages skipped on %s", out.skipped, subject)
         return out
 
     async def close(self) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import logging
 
 from nats.js.api import PubAck
 from nats.js.errors import APIError, NotFoundError
@@ -23,8 +22,6 @@ from aes_lib.blobstore.errors import BlobError
 from aes_lib.bus.client import Bus, History
 from aes_lib.bus.runner import dead_letter_subject
 from aes_lib.bus.streams import stream_for
-
-log = logging.getLogger("aes.bus")
 
 DEAD_LETTERS = f"{DEAD_LETTER_PREFIX}.>"
 """Every service's dead letters."""
@@ -50,16 +47,8 @@ def letters_subject(service: str | None = None) -> str:
 async def read_letters(bus: Bus, service: str | None = None) -> History[StoredLetter]:
     """Every dead letter (of ``service`` only, when given), oldest first; a record that
     does not decode is counted in ``skipped`` (``purge_all`` deletes it too)."""
-    subject = letters_subject(service)
-    out: History[StoredLetter] = History(subject=subject)
-    for m in await bus.stored(subject):
-        try:
-            out.append(StoredLetter(m.metadata.sequence.stream, decode(m.data, DeadLetter)))
-        except MessageError:
-            out.skipped += 1
-    if out.skipped:
-        log.warning("%d undecodable messages skipped on %s", out.skipped, subject)
-    return out
+    return await bus.read_back(
+        letters_subject(service), lambda m: StoredLetter(m.metadata.sequence.stream, decode(m.data, DeadLetter)))
 
 
 def _missing(id_: int) -> DeadLetterError:

@@ -17,7 +17,7 @@ import time
 
 import msgspec
 import nats.errors
-from nats.js.errors import BucketNotFoundError, NoKeysError
+from nats.js.errors import NoKeysError
 from nats.js.kv import KeyValue
 
 from aes_proto.records import HEALTH_BUCKET, Overrun, ServiceHealth
@@ -33,10 +33,7 @@ expires (the bucket's TTL), so a killed replica's record does not linger."""
 
 
 async def _bucket(bus: Bus) -> KeyValue:
-    try:
-        return await bus.js.key_value(HEALTH_BUCKET)
-    except BucketNotFoundError:
-        return await bus.js.create_key_value(bucket=HEALTH_BUCKET, ttl=3 * REFRESH)
+    return await bus.kv(HEALTH_BUCKET, ttl=3 * REFRESH)
 
 
 class HealthReporter:
