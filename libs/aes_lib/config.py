@@ -112,6 +112,11 @@ class Settings:
     at startup: every stage needs a consumer and the last must decide (``calibrate``)."""
     io_deadline: float = 120.0
     """Seconds one blob read or write may take before it counts as hung and is retried."""
+    log_level: str = "info"
+    """Level of every service's and the CLI's log lines: ``debug``, ``info``, ``warning`` or ``error``."""
+    log_format: str = "text"
+    """``text`` (one readable line per record) or ``json`` (one JSON object per line, with the
+    episode's trace id) for log collectors."""
     budgets: str = ""
     """Per-service delivery budgets overriding the built-in ones, e.g. ``validator=900,review=300``:
     a delivery running longer is cancelled and redelivered."""
