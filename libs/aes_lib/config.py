@@ -1,11 +1,14 @@
-"""Settings shared by every service, read from ``AES_*`` environment variables."""
+"""Settings shared by every service, read from ``AES_*`` environment variables by ``read_env``,
+the one typed reader every settings class uses (``aes_lib.settings_table`` lists them)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import ClassVar, Literal, get_args, get_origin, get_type_hints
 
 
 STACK_FILE = "stack.json"
@@ -30,35 +33,66 @@ class StackFileError(ValueError):
     """``<home>/stack.json`` exists but cannot be read."""
 
 
-def env_overrides(cls: type, prefix: str, error: type[Exception]) -> dict[str, object]:
-    """Fields of the dataclass ``cls`` set as ``<prefix><FIELD>`` in the environment.
+class SettingsError(ValueError):
+    """An ``AES_*`` variable whose value is not of its setting's type."""
 
-    Each value takes the type of the field's default (int, float or str); a value that
-    is not a number where one is expected raises ``error`` naming the variable.
+
+DOC_DEFAULT = "doc_default"
+"""Field metadata key: the default as the settings table shows it, where the real one is
+computed (``home``) or a fallback is taken elsewhere (``model_api_key``)."""
+
+_BOOLS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
+
+
+def _names(raw: str) -> tuple[str, ...]:
+    return tuple(p.strip() for p in raw.split(",") if p.strip())
+
+
+# Annotated type -> (conversion, what an error says was expected).
+_CONVERTERS: dict[object, tuple[Callable[[str], object], str]] = {
+    str: (str, "a string"),
+    int: (int, "an integer"),
+    float: (float, "a number"),
+    bool: (lambda raw: _BOOLS[raw.strip().lower()], "one of 1, 0, true, false, yes, no"),
+    Path: (Path, "a path"),
+    tuple[str, ...]: (_names, "comma-separated names"),
+}
+
+
+def _convert(kind: object, raw: str) -> object:
+    """``raw`` as the annotated type ``kind``; ValueError saying what was expected."""
+    if get_origin(kind) is Literal:
+        if raw not in get_args(kind):
+            raise ValueError(f"expected one of {', '.join(map(str, get_args(kind)))}")
+        return raw
+    if kind not in _CONVERTERS:
+        raise TypeError(f"no reader for settings of type {kind!r}")
+    parse, expected = _CONVERTERS[kind]
+    try:
+        return parse(raw)
+    except (ValueError, KeyError):
+        raise ValueError(f"expected {expected}") from None
+
+
+def read_env(cls: type, error: type[Exception] = SettingsError) -> dict[str, object]:
+    """The fields of the settings dataclass ``cls`` that are set in the environment as
+    ``<cls.env_prefix><FIELD>``, each converted to its annotated type.
+
+    A value that does not convert raises ``error`` (each class keeps the error its
+    callers catch) naming the variable, the expected type and the value.
     """
+    hints = get_type_hints(cls)
     values: dict[str, object] = {}
     for f in dataclasses.fields(cls):
-        var = f"{prefix}{f.name.upper()}"
+        var = f"{cls.env_prefix}{f.name.upper()}"
         raw = os.environ.get(var)
         if raw is None:
             continue
-        kind = type(f.default)
         try:
-            values[f.name] = kind(raw) if kind in (int, float) else raw
+            values[f.name] = _convert(hints[f.name], raw)
         except ValueError as e:
-            raise error(f"{var}: expected {kind.__name__}, got {raw!r}") from e
+            raise error(f"{var}: {e}, got {raw!r}") from None
     return values
-
-
-def _parse(f: dataclasses.Field, raw: str) -> object:
-    if f.name == "home":
-        return Path(raw)
-    if f.type == "float":
-        try:
-            return float(raw)
-        except ValueError:
-            raise ValueError(f"AES_{f.name.upper()}: expected a number, got {raw!r}") from None
-    return raw
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,8 +102,9 @@ class Settings:
     Every field can be set with the environment variable ``AES_<FIELD>`` (upper case).
     """
 
-    home: Path = dataclasses.field(default_factory=_home)
-    """Embedded stack's state: NATS data, blobs, logs, credentials (``AES_HOME``)."""
+    env_prefix: ClassVar[str] = "AES_"
+    home: Path = dataclasses.field(default_factory=_home, metadata={DOC_DEFAULT: "./.aes"})
+    """Embedded stack's state: NATS data, blobs, logs, credentials."""
     nats_url: str = "nats://127.0.0.1:4222"
     """NATS server with JetStream."""
     nats_user: str = ""
@@ -98,7 +133,11 @@ class Settings:
     """Endpoint for the proposer; empty: same as the solver's."""
     proposer_model: str = ""
     """Model name for the proposer; empty: same as the solver's."""
-    model_api_key: str = ""
+    model_prices: str = ""
+    """Prices of models beyond the built-in table: JSON, or a JSON file's path, of
+    ``{"model": [usd_in_per_1M, usd_out_per_1M]}``; a model without a price costs
+    "unknown", never zero."""
+    model_api_key: str = dataclasses.field(default="", metadata={DOC_DEFAULT: "$OPENAI_API_KEY"})
     """Bearer token for the solver's endpoint; empty: ``$OPENAI_API_KEY`` when set, else none."""
     proposer_model_api_key: str = ""
     """Bearer token for the proposer's endpoint; empty: the solver's."""
@@ -107,11 +146,17 @@ class Settings:
     ``auto`` (when the server says it is vLLM), ``on`` or ``off``."""
     otlp_endpoint: str = ""
     """OTLP/HTTP traces endpoint (e.g. Jaeger's ``http://jaeger:4318``); empty: no export."""
+    reset_paths: tuple[str, ...] = ()
+    """Absolute paths (comma-separated) the reset gate compares between two builds, besides
+    those the task's instruction, tests and solution name."""
     route: str = "validate,contamination,review,reset,calibrate"
     """Admission stages in order (comma-separated); a domain gate is one more name. Checked
     at startup: every stage needs a consumer and the last must decide (``calibrate``)."""
     io_deadline: float = 120.0
     """Seconds one blob read or write may take before it counts as hung and is retried."""
+    base_image_fallback: str = "aes-base:latest"
+    """Image a task's ``FROM`` is built on when its own is neither local nor pullable (no
+    registry), noted in the build log; empty: no substitution, such a build fails."""
     log_level: str = "info"
     """Level of every service's and the CLI's log lines: ``debug``, ``info``, ``warning`` or ``error``."""
     log_format: str = "text"
@@ -125,12 +170,7 @@ class Settings:
     def from_env(cls, **overrides: object) -> "Settings":
         """Overrides, then ``AES_*`` variables, then a running embedded stack's
         ``<home>/stack.json`` (written by ``aes up``), then the defaults."""
-        values: dict[str, object] = {}
-        for f in dataclasses.fields(cls):
-            raw = os.environ.get(f"AES_{f.name.upper()}")
-            if raw is not None:
-                values[f.name] = _parse(f, raw)
-        values.update(overrides)
+        values = {**read_env(cls), **overrides}
         home = Path(values["home"]) if "home" in values else _home()  # type: ignore[arg-type]
         for name, value in _stack_settings(home).items():
             values.setdefault(name, value)

@@ -12,13 +12,13 @@ pool see the outcome. The proposer's endpoint and model default to the solver's.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, replace
+import logging
 from pathlib import Path
 
 from aes_lib.admission import check_live_route
 from aes_lib.bus import kv as kvs
-from aes_lib.agents.proposer.baselines import BaselineLimits
 from aes_lib.agents.proposer.boundary import Resources, generate
+from aes_lib.agents.proposer.config import ProposerConfig
 from aes_lib.agents.proposer.workspace import WORKSPACE_ROLLOUTS
 from aes_lib.agents.proposer.candidate import (
     candidate_env,
@@ -27,8 +27,6 @@ from aes_lib.agents.proposer.candidate import (
     publish_failure,
     store_bundle,
 )
-from aes_lib.agents.proposer.harness import EpisodeBudget
-from aes_lib.config import env_overrides
 from aes_lib.models import ChatClient, chat_client
 from aes_lib.sandbox import ImageCache
 from aes_lib.service import Context, Service
@@ -37,37 +35,11 @@ from aes_proto.messages import Assignment
 from aes_proto.records import HISTORY_BUCKET, EnvHistory, RolloutRecord, history_key
 from aes_services.registry import builtin_stages
 
-_EPISODE = EpisodeBudget()
-_BASELINE = BaselineLimits()
+log = logging.getLogger(__name__)
 
 
 class ProposerEndpointError(ValueError):
     """No model endpoint is configured for the proposer (nor the solver)."""
-
-
-@dataclass(frozen=True)
-class ProposerConfig:
-    """Proposer knobs, from ``AES_PROPOSER_*`` environment variables; each defaults to
-    ``EpisodeBudget``'s or ``BaselineLimits``' value."""
-
-    max_turns: int = _EPISODE.loop.max_turns
-    """``AES_PROPOSER_MAX_TURNS``: model calls per agentic episode."""
-    time_limit_s: float = _EPISODE.loop.time_limit_s
-    """``AES_PROPOSER_TIME_LIMIT_S``: wall-clock budget of one agentic episode."""
-    max_tokens: int = _EPISODE.loop.max_tokens
-    """``AES_PROPOSER_MAX_TOKENS``: completion tokens per model call of an agentic episode."""
-    max_revisions: int = _BASELINE.max_revisions
-    """``AES_PROPOSER_MAX_REVISIONS``: feedback-mode revisions after the first attempt."""
-
-    @classmethod
-    def from_env(cls) -> "ProposerConfig":
-        return cls(**env_overrides(cls, "AES_PROPOSER_", ValueError))
-
-    def budget(self) -> EpisodeBudget:
-        return _EPISODE.with_loop(max_turns=self.max_turns, time_limit_s=self.time_limit_s, max_tokens=self.max_tokens)
-
-    def baseline(self) -> BaselineLimits:
-        return replace(_BASELINE, max_revisions=self.max_revisions)
 
 
 def proposer_client(settings) -> ChatClient:
@@ -108,11 +80,15 @@ class ProposerService(Service[Assignment]):
     async def handle(self, msg: Assignment, ctx: Context) -> None:
         p = await generate(msg, self.resources)
         traj = p.trajectory
+        facts = {"assignment_id": msg.lineage.assignment_id, "revision": msg.lineage.revision, "mode": msg.lineage.mode,
+                 "turns": len(traj.turns), "stop_reason": traj.stop_reason, "cost_usd": traj.cost_usd}
         if p.packed is None:
             detail = f"{traj.stop_reason}; {len(traj.turns)} turns" + (f"; {traj.error}" if traj.error else "")
+            log.info("proposal failed", extra={"failure": p.failure, "error": traj.error, **facts})
             await publish_failure(ctx, no_candidate(msg, p.failure, detail, cost_usd=traj.cost_usd,
                                                     trajectory=p.trajectory_ref))
             return
+        log.info("proposal produced", extra={"env_id": p.packed.sha256, **facts})
         bundle = await asyncio.to_thread(store_bundle, ctx.blobs, p.packed)
         await publish_candidate(ctx, candidate_env(
             msg, p.packed, bundle, ctx.settings.route_stages, model=self.resources.client.model,

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 
 import docker
 
@@ -28,7 +27,7 @@ class ResetGateService(Gate):
 
     async def setup(self, ctx: Context) -> None:
         self.client = docker.from_env()
-        self.extra_paths = tuple(p.strip() for p in os.environ.get("AES_RESET_PATHS", "").split(",") if p.strip())
+        self.extra_paths = ctx.settings.reset_paths
 
     async def judge(self, task: Task, candidate: CandidateEnv, ctx: Context) -> Verdict:
         report = await asyncio.to_thread(check_reset, task, self.client, self.extra_paths)

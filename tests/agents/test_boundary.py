@@ -11,7 +11,7 @@ from aes_lib.agents.proposer.proposal import Proposal
 from aes_lib.agents.trajectory import Trajectory
 from aes_lib.flywheel.config import FlywheelConfig, FlywheelConfigError
 from aes_proto.messages import BlobRef
-from aes_services.proposer import ProposerConfig
+from aes_lib.agents.proposer.config import ProposerConfig
 
 
 def test_modes_are_the_registry_and_the_flywheel_accepts_exactly_them():

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 from aes_lib.agents.proposer.boundary import MODES
-from aes_lib.config import env_overrides
+from aes_lib.config import read_env
 from aes_lib.flywheel.calibration import CalibrationRule
 
 
@@ -17,31 +18,30 @@ class FlywheelConfigError(ValueError):
 class FlywheelConfig:
     """Pool size, review cadence and round shape. Field ``x`` reads ``AES_X``."""
 
+    env_prefix: ClassVar[str] = "AES_"
     pool_capacity: int = 256
-    """Active environments kept in the pool (``AES_POOL_CAPACITY``)."""
+    """Active environments kept in the pool."""
     review_every: int = 16
-    """Solver updates (PolicyVersion messages) between pool reviews (``AES_REVIEW_EVERY``)."""
+    """Solver updates (PolicyVersion messages) between pool reviews."""
     assignments_per_round: int = 4
-    """Fresh assignments the planner publishes per round, besides replacements (``AES_ASSIGNMENTS_PER_ROUND``)."""
+    """Fresh assignments the planner publishes per round, besides replacements."""
     solver_max_turns: int = 8
-    """Turns one solver rollout may take (``AES_SOLVER_MAX_TURNS``)."""
+    """Turns one solver rollout may take."""
     band_low: float = 0.25
-    """Lower edge of the calibration band (``AES_BAND_LOW``)."""
+    """Lower edge of the calibration band."""
     band_high: float = 0.75
-    """Upper edge of the calibration band (``AES_BAND_HIGH``)."""
+    """Upper edge of the calibration band."""
     max_revisions: int = 2
-    """Revisions per assignment after a failed calibration (``AES_MAX_REVISIONS``)."""
+    """Revisions per assignment after a failed calibration."""
     proposals_per_assignment: int = 2
     """Parallel proposer attempts at each assignment; they form the proposer's training group,
-    centred together (the paper uses 128) (``AES_PROPOSALS_PER_ASSIGNMENT``)."""
+    centred together (the paper uses 128)."""
     generation_mode: str = "agent"
-    """How proposers build environments: ``agent``, ``prompt`` or ``feedback`` (``AES_GENERATION_MODE``)."""
+    """How proposers build environments: ``agent``, ``prompt`` or ``feedback``."""
 
     @classmethod
     def from_env(cls, **overrides: object) -> "FlywheelConfig":
-        values = env_overrides(cls, "AES_", FlywheelConfigError)
-        values.update(overrides)
-        return cls(**values)  # type: ignore[arg-type]
+        return cls(**{**read_env(cls, FlywheelConfigError), **overrides})  # type: ignore[arg-type]
 
     def __post_init__(self) -> None:
         if self.generation_mode not in MODES:

@@ -11,10 +11,11 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections.abc import Sequence
+from typing import ClassVar
 
 from aes_proto.messages import RolloutRequest, TrainingWave
 
-from aes_lib.config import env_overrides
+from aes_lib.config import read_env
 from aes_proto.records import PoolEntry
 
 
@@ -26,6 +27,7 @@ class TrainingConfigError(ValueError):
 class TrainingConfig:
     """Training rollouts. Field ``x`` reads ``AES_TRAINING_X``; defaults are sized for 2 CPU cores."""
 
+    env_prefix: ClassVar[str] = "AES_TRAINING_"
     groups_per_wave: int = 2
     """Environments sampled per wave (paper: 16 groups a batch)."""
     group_size: int = 4
@@ -52,9 +54,7 @@ class TrainingConfig:
 
     @classmethod
     def from_env(cls, **overrides: object) -> "TrainingConfig":
-        values = env_overrides(cls, "AES_TRAINING_", TrainingConfigError)
-        values.update(overrides)
-        return cls(**values)  # type: ignore[arg-type]
+        return cls(**{**read_env(cls, TrainingConfigError), **overrides})  # type: ignore[arg-type]
 
 
 def sample_environments(entries: Sequence[PoolEntry], n: int, seed: str) -> list[PoolEntry]:

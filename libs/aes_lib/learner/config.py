@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
+from typing import ClassVar, Literal
 
-from aes_lib.config import env_overrides
+from aes_lib.config import read_env
 
 
 class LearnerConfigError(ValueError):
@@ -16,6 +16,7 @@ class LearnerConfigError(ValueError):
 class LearnerConfig:
     """Every field can be set with ``AES_LEARNER_<FIELD>`` (upper case)."""
 
+    env_prefix: ClassVar[str] = "AES_LEARNER_"
     model_path: str = ""
     """Folder of a transformers causal LM (config + safetensors) to start training from;
     empty: the bundled SmolLM2-135M-Instruct, exported once to ``<AES_HOME>/models/``."""
@@ -81,6 +82,4 @@ class LearnerConfig:
 
     @classmethod
     def from_env(cls, **overrides: object) -> "LearnerConfig":
-        values = env_overrides(cls, "AES_LEARNER_", LearnerConfigError)
-        values.update(overrides)
-        return cls(**values)  # type: ignore[arg-type]
+        return cls(**{**read_env(cls, LearnerConfigError), **overrides})  # type: ignore[arg-type]

@@ -1,10 +1,11 @@
-"""The one place a model client is built from settings: endpoint, model, key, token-id mode."""
+"""The one place a model client is built from settings: endpoint, model, key, prices, token-id mode."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from aes_lib.models.client import ChatClient
+from aes_lib.models.prices import PriceTable
 
 if TYPE_CHECKING:
     from aes_lib.config import Settings
@@ -18,4 +19,5 @@ def chat_client(settings: "Settings", role: str = "solver", *, url: str = "", mo
     if settings.vllm_token_ids not in _TOKEN_IDS:
         raise ValueError(f"AES_VLLM_TOKEN_IDS: expected auto, on or off, got {settings.vllm_token_ids!r}")
     return ChatClient(url or default_url, model or default_model, api_key=key,
+                      prices=PriceTable.load(settings.model_prices),
                       vllm_token_ids=_TOKEN_IDS[settings.vllm_token_ids])

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,9 +82,8 @@ class PriceTable:
 
     @classmethod
     def load(cls, source: str | Path | None = None) -> "PriceTable":
-        """Defaults plus ``{"model": [usd_in_per_m, usd_out_per_m]}`` from ``source`` (or
-        ``$AES_MODEL_PRICES``): a JSON file's path, or the JSON itself."""
-        source = source or os.environ.get("AES_MODEL_PRICES")
+        """Defaults plus ``{"model": [usd_in_per_m, usd_out_per_m]}`` from ``source``
+        (``Settings.model_prices``): a JSON file's path, or the JSON itself."""
         table = cls()
         if not source:
             return table

@@ -10,11 +10,12 @@ runner redelivers the candidate later.
 from __future__ import annotations
 
 import dataclasses
-import os
 from pathlib import Path
+from typing import ClassVar
 
 from aes_proto.messages import CriterionVerdict
 
+from aes_lib.config import read_env
 from aes_lib.models import ChatClient
 from aes_lib.review.parser import ReviewParseError, parse_review
 from aes_lib.review.prompt import retry_message, review_messages, task_files
@@ -29,6 +30,7 @@ class ReviewSettingsError(ValueError):
 class ReviewSettings:
     """How the review gate asks and what it does with the answer (``AES_REVIEW_<FIELD>``)."""
 
+    env_prefix: ClassVar[str] = "AES_REVIEW_"
     enforce: bool = False
     """Whether a failed criterion rejects the candidate. Off by default: the default local
     model (SmolLM2-135M) cannot judge a task, so its verdicts are recorded as evidence but
@@ -50,21 +52,7 @@ class ReviewSettings:
 
     @classmethod
     def from_env(cls) -> "ReviewSettings":
-        values: dict[str, object] = {}
-        for f in dataclasses.fields(cls):
-            raw = os.environ.get(f"AES_REVIEW_{f.name.upper()}")
-            if raw is None:
-                continue
-            try:
-                if f.type == "bool":
-                    if raw.lower() not in ("1", "true", "yes", "0", "false", "no"):
-                        raise ValueError(raw)
-                    values[f.name] = raw.lower() in ("1", "true", "yes")
-                else:
-                    values[f.name] = {"int": int, "float": float}[str(f.type)](raw)
-            except ValueError:
-                raise ReviewSettingsError(f"AES_REVIEW_{f.name.upper()}={raw!r} is not a valid {f.type}") from None
-        return cls(**values)  # type: ignore[arg-type]
+        return cls(**read_env(cls, ReviewSettingsError))  # type: ignore[arg-type]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,39 @@
+"""Proposer settings, read from ``AES_PROPOSER_*`` variables."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import ClassVar
+
+from aes_lib.agents.proposer.baselines import BaselineLimits
+from aes_lib.agents.proposer.harness import EpisodeBudget
+from aes_lib.config import read_env
+
+_EPISODE = EpisodeBudget()
+_BASELINE = BaselineLimits()
+
+
+@dataclass(frozen=True)
+class ProposerConfig:
+    """Proposer knobs, from ``AES_PROPOSER_*`` environment variables; each defaults to
+    ``EpisodeBudget``'s or ``BaselineLimits``' value."""
+
+    env_prefix: ClassVar[str] = "AES_PROPOSER_"
+    max_turns: int = _EPISODE.loop.max_turns
+    """Model calls per agentic episode."""
+    time_limit_s: float = _EPISODE.loop.time_limit_s
+    """Wall-clock budget of one agentic episode."""
+    max_tokens: int = _EPISODE.loop.max_tokens
+    """Completion tokens per model call of an agentic episode."""
+    max_revisions: int = _BASELINE.max_revisions
+    """Feedback-mode revisions after the first attempt."""
+
+    @classmethod
+    def from_env(cls) -> "ProposerConfig":
+        return cls(**read_env(cls))  # type: ignore[arg-type]
+
+    def budget(self) -> EpisodeBudget:
+        return _EPISODE.with_loop(max_turns=self.max_turns, time_limit_s=self.time_limit_s, max_tokens=self.max_tokens)
+
+    def baseline(self) -> BaselineLimits:
+        return replace(_BASELINE, max_revisions=self.max_revisions)
