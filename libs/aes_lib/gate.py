@@ -15,6 +15,7 @@ import abc
 import asyncio
 import dataclasses
 import hashlib
+import logging
 import shutil
 import tempfile
 from pathlib import Path
@@ -27,6 +28,8 @@ from aes_lib import faults
 from aes_lib.admission import forward, reject
 from aes_lib.bundle import BundleError, BundleLimits, Task, unpack
 from aes_lib.service import Context, Service
+
+log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,8 +70,17 @@ class Gate(Service[CandidateEnv], abc.ABC):
             env_id=candidate.env_id, gate=self.stage, ok=v.ok, reason=v.reason, detail=v.detail,
         ))
 
+    def facts(self, judgement: Judgement) -> dict[str, object]:
+        """What the gate's log line carries besides the verdict (e.g. the validator's rewards)."""
+        return {}
+
     async def handle(self, msg: CandidateEnv, ctx: Context) -> None:
         judgement = await self._judged(msg, ctx)
+        v = judgement.verdict
+        log.info("gate verdict", extra={
+            "stage": self.stage, "verdict": "pass" if v.ok else "fail", "reason": v.reason, "detail": v.detail,
+            "env_id": msg.env_id, "assignment_id": msg.lineage.assignment_id, "revision": msg.lineage.revision,
+            **self.facts(judgement)})
         await self.record(msg, judgement, ctx)
         if judgement.verdict.ok:
             await forward(ctx, msg, judgement.verdict)

@@ -1,8 +1,9 @@
 """OpenTelemetry setup shared by every service, and trace propagation over NATS headers.
 
 Spans are exported over OTLP/HTTP when ``Settings.otlp_endpoint`` (``AES_OTLP_ENDPOINT``)
-is set and not at all otherwise; the trace context still rides along in headers, so
-a process without export does not break a trace between two processes that export.
+is set and not at all otherwise; they are made either way, and the trace context rides
+along in headers, so a process without export does not break a trace between two
+processes that export, and its log lines still carry the trace id.
 """
 
 from __future__ import annotations
@@ -16,39 +17,38 @@ if TYPE_CHECKING:
 
     from aes_lib.config import Settings
 
-_configured = False
+_exporting = False
 
 
 def setup(service_name: str, settings: "Settings", exporter: "SpanExporter | None" = None) -> bool:
     """Install the process-wide tracer provider once; returns whether spans are exported.
 
-    ``exporter`` overrides the OTLP exporter (tests pass an in-memory or file exporter).
+    The provider is installed even with nothing to export: its spans get real ids, which
+    log lines carry (``aes_lib.logs``) and messages pass on, where a no-op span would only
+    repeat the publisher's. ``exporter`` overrides the OTLP exporter (tests pass an in-memory
+    or file exporter).
     """
-    global _configured
+    global _exporting
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 
-    if _configured:
-        provider = trace.get_tracer_provider()
-        if exporter is not None and isinstance(provider, TracerProvider):
-            provider.add_span_processor(SimpleSpanProcessor(exporter))
-        return True
-    if exporter is None and not settings.otlp_endpoint:
-        return False
-    provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
-    if exporter is None:
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
+        trace.set_tracer_provider(provider)
+    if exporter is not None:
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        _exporting = True
+    elif settings.otlp_endpoint and not _exporting:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
         endpoint = settings.otlp_endpoint.rstrip("/")
         if not endpoint.endswith("/v1/traces"):
             endpoint += "/v1/traces"
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
-    else:
-        provider.add_span_processor(SimpleSpanProcessor(exporter))
-    trace.set_tracer_provider(provider)
-    _configured = True
-    return True
+        _exporting = True
+    return _exporting
 
 
 def flush() -> None:

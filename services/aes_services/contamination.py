@@ -45,6 +45,11 @@ class ContaminationService(Gate):
         verdict, match = verdict_of(index, task.instruction)
         return Judgement(verdict, (index, match))
 
+    def facts(self, judgement: Judgement) -> dict[str, object]:
+        _, match = judgement.evidence or (None, None)
+        overlap = {"heldout_task": match.heldout_id, "ngram": match.ngram} if match else {}
+        return {"index": self._ref.key if self._ref else "", **overlap}
+
     async def record(self, candidate: CandidateEnv, judgement: Judgement, ctx: Context) -> None:
         index, match = judgement.evidence or (self._index, None)
         await ctx.publish(

@@ -151,6 +151,8 @@ class LearnerService(Service[TrajectoryRef]):
         min_version = self.version - self.config.max_policy_lag
         if msg.policy_version < min_version:
             if msg.rollout_id not in self.held:
+                log.info("sample dropped", extra={"reason": "stale", "rollout_id": msg.rollout_id,
+                                                  "policy_version": msg.policy_version, "min_version": min_version})
                 self.state.stale_dropped += 1
                 await self._save_state(ctx)
             return
@@ -194,9 +196,10 @@ class LearnerService(Service[TrajectoryRef]):
             await asyncio.to_thread(ctx.blobs.delete, previous_optimizer.key)
         if (keep := self.config.keep_checkpoints) and self.version > keep:
             await asyncio.to_thread(ctx.blobs.delete, checkpoint_key(self.prefix, self.version - keep))
-        log.info("%s v%d (%s): loss %.4f, reward %.3f, masked %d/%d tokens, divergence %.4f, %.1f s",
-                 self.policy, self.version, batch.role, stats.loss, batch.mean_reward, stats.masked_tokens,
-                 stats.tokens, stats.mean_divergence, seconds)
+        log.info("weights published", extra={
+            "policy": self.policy, "version": self.version, "role": batch.role, "loss": stats.loss,
+            "mean_reward": batch.mean_reward, "groups": len(batch.groups), "masked_tokens": stats.masked_tokens,
+            "tokens": stats.tokens, "divergence": stats.mean_divergence, "seconds": seconds})
 
 
 class SolverLearnerService(LearnerService):

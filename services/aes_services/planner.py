@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from aes_proto import subjects
 from aes_proto.messages import PoolPlan, RolloutSummary
 from aes_proto.records import HISTORY_BUCKET, EnvHistory, history_key
@@ -20,6 +22,8 @@ from aes_lib.flywheel.config import FlywheelConfig
 from aes_lib.flywheel.planner import fold, plan_round
 from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
 from aes_lib.service import Context, Service
+
+log = logging.getLogger(__name__)
 
 
 async def load_histories(kv, env_ids) -> dict[str, EnvHistory]:
@@ -61,4 +65,7 @@ class PlannerService(Service[PoolPlan]):
         centre = (self.config.band_low + self.config.band_high) / 2
         for a in plan_round(active, retired, stats, msg.fresh, msg.round, mode=self.config.generation_mode, centre=centre,
                             attempts=self.config.proposals_per_assignment):
+            log.info("assignment issued", extra={
+                "assignment_id": a.lineage.assignment_id, "round": a.lineage.round, "mode": a.lineage.mode,
+                "parent_env_id": a.lineage.parent_env_id or "", "direction": a.direction, "category": a.lineage.category})
             await ctx.publish(subjects.ASSIGNMENT, a)

@@ -13,6 +13,8 @@ Three services share the pool state in JetStream KV (``aes_lib.flywheel.runners.
 
 from __future__ import annotations
 
+import logging
+
 from aes_proto import subjects
 from aes_proto.messages import CalibrationResult, PolicyVersion, PoolEvent, PoolPlan, PoolReview
 from aes_proto.records import REVIEW_BUCKET, PoolEntry
@@ -23,6 +25,8 @@ from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
 from aes_lib.flywheel.runners.rollouts import announce, cached
 from aes_lib.service import Context, Service
 from aes_services.solver_backed import SolverBackedService
+
+log = logging.getLogger(__name__)
 
 
 async def _store(ctx: Context, config: FlywheelConfig) -> PoolStore:
@@ -60,12 +64,15 @@ class PoolService(Service[CalibrationResult]):
             if known is not None and not known.retired and known.assignment_id == msg.lineage.assignment_id:
                 kind = "admitted"
         key = f"pool:{msg.env_id}:admitted" if kind == "admitted" else f"pool:{msg.env_id}:duplicate:{msg.idempotency_key}"
+        log.info("pool admission", extra={"kind": kind, "env_id": msg.env_id, "mean_reward": msg.mean,
+                                          "pool_size": change.size, "assignment_id": msg.lineage.assignment_id})
         await ctx.publish(subjects.POOL_EVENT, PoolEvent(
             idempotency_key=key, episode_id=msg.episode_id, env_id=msg.env_id, kind=kind,
             reason="calibrated" if kind == "admitted" else "already in the pool or retired",
             mean_reward=msg.mean, pool_size=change.size,
         ))
         for gone in change.admission.evicted:
+            log.info("pool retired", extra={"env_id": gone, "reason": "pool_full", "pool_size": change.size})
             await ctx.publish(subjects.POOL_EVENT, PoolEvent(
                 idempotency_key=f"pool:{gone}:retired", episode_id=msg.episode_id, env_id=gone,
                 kind="retired", reason="pool_full", pool_size=change.size,
@@ -89,11 +96,15 @@ class PoolReviewService(SolverBackedService[PoolReview]):
         for env_id, mean in means.items():
             await store.set_mean(env_id, mean)
         change = await store.retire(retired)
+        log.info("pool reviewed", extra={"reviewed": len(means), "retired": len(retired), "pool_size": change.size,
+                                         "policy_version": msg.policy_version})
         for env_id in retired:
+            reason = "too_easy" if means[env_id] > rule.band_high else "too_hard"
+            log.info("pool retired", extra={"env_id": env_id, "reason": reason, "mean_reward": means[env_id],
+                                            "pool_size": change.size})
             await ctx.publish(subjects.POOL_EVENT, PoolEvent(
                 idempotency_key=f"pool:{env_id}:retired", episode_id=msg.episode_id, env_id=env_id,
-                kind="retired", reason="too_easy" if means[env_id] > rule.band_high else "too_hard",
-                mean_reward=means[env_id], pool_size=change.size,
+                kind="retired", reason=reason, mean_reward=means[env_id], pool_size=change.size,
             ))
         await ctx.publish(subjects.POOL_PLAN, PoolPlan(
             idempotency_key=f"{msg.idempotency_key}:plan", episode_id=msg.episode_id, round=msg.round,
@@ -134,6 +145,7 @@ class PolicyWatchService(Service[PolicyVersion]):
         n = msg.solver_updates
         if msg.trained_role != "solver" or msg.policy == "proposer" or n <= 0 or n % self.config.review_every:
             return
+        log.info("pool review requested", extra={"solver_updates": n, "policy_version": msg.version})
         await ctx.publish(subjects.POOL_REVIEW, PoolReview(
             idempotency_key=f"review:{msg.policy}:s{n}", episode_id=f"review-s{n}",
             round=n // self.config.review_every, policy_version=msg.version, fresh=0,

@@ -12,11 +12,14 @@ completes when each attempt's last episode is scored.
 from __future__ import annotations
 
 import asyncio
+import logging
 
 from aes_lib.agents.trajectory import load_trajectory
 from aes_lib.service import Context, Service
 from aes_proto import subjects
 from aes_proto.messages import CalibrationResult, TrajectoryRef
+
+log = logging.getLogger(__name__)
 
 
 class ProposerSampleService(Service[CalibrationResult]):
@@ -29,6 +32,8 @@ class ProposerSampleService(Service[CalibrationResult]):
         if p is None:  # seeds and candidates from outside have no proposer episode
             return
         traj = await asyncio.to_thread(load_trajectory, ctx.blobs, p.trajectory)
+        log.info("proposer sample", extra={"env_id": msg.env_id, "decision": msg.decision, "reward": msg.proposer_reward,
+                                           "final": not msg.resubmitted, "group_id": p.group_id})
         await ctx.publish(subjects.trajectory("proposer"), TrajectoryRef(
             idempotency_key=f"{msg.idempotency_key}:sample", episode_id=msg.episode_id,
             rollout_id=traj.rollout_id, env_id=msg.env_id, role="proposer", group_id=p.group_id,

@@ -51,7 +51,8 @@ class WeightSyncService(Service[PolicyVersion]):
             result = await engine_client(ctx.settings.engine, url).load(msg)
             if not result.loaded:
                 continue
-            log.info("%s now serves %s v%d (%.1f s)", url, msg.policy, result.version, result.seconds)
+            log.info("weights loaded", extra={"engine": url, "policy": msg.policy, "version": result.version,
+                                              "seconds": result.seconds})
             await ctx.publish(subjects.SERVING_VERSION, ServingUpdate(
                 idempotency_key=f"serving:{url}:{msg.policy}:{msg.version}", episode_id=msg.episode_id,
                 policy=msg.policy, version=result.version, engine=url, seconds=result.seconds))

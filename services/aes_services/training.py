@@ -42,9 +42,12 @@ class WavePlannerService(Service[TrainingWave]):
         capacity = FlywheelConfig.from_env().pool_capacity
         entries = await PoolStore(await ctx.kv(BUCKET), capacity=capacity).active_entries()
         if not entries:
-            log.warning("wave %s: the pool is empty, nothing to train on", msg.wave_id)
+            log.warning("wave skipped: the pool is empty", extra={"wave_id": msg.wave_id})
             return
-        for req in wave_requests(msg, entries):
+        requests = wave_requests(msg, entries)
+        log.info("wave planned", extra={"wave_id": msg.wave_id, "policy_version": msg.policy_version,
+                                        "groups": len({r.group_id for r in requests}), "attempts": len(requests)})
+        for req in requests:
             await ctx.publish(subjects.ROLLOUT_REQUEST, req)
 
 
@@ -80,5 +83,7 @@ class TrainingRolloutService(Service[RolloutRequest]):
             return await self.runner.run(msg.bundle, msg.env_id, msg.rollout_id)
 
         out = await cached(kv, msg.rollout_id, attempt)
+        log.info("rollout done", extra={"rollout_id": msg.rollout_id, "env_id": msg.env_id, "reward": out.reward,
+                                        "wave_id": msg.wave_id, "policy_version": msg.policy_version})
         await announce(ctx, out, episode_id=msg.wave_id, group_id=msg.group_id, purpose="training",
                        group_size=msg.group_size)

@@ -57,8 +57,13 @@ class ValidatorService(Gate):
         assert self.images is not None, "setup() not run"
         labels = {"aes.env_id": candidate.env_id[:32], "aes.stage": self.stage}
         report = await validate_task(task.root, self.images, limits=self.limits, caps=self.caps, labels=labels)
-        log.info("%s %s: %s %s", candidate.env_id[:12], report.task, report.reason, report.detail)
         return Judgement(Verdict(stage=self.stage, ok=report.ok, reason=report.reason, detail=report.detail), report)
+
+    def facts(self, judgement: Judgement) -> dict[str, object]:
+        report = judgement.evidence
+        if not isinstance(report, ValidationReport):  # a bad bundle never reached validate_task
+            return {}
+        return {"oracle_reward": report.oracle_reward, "nop_reward": report.nop_reward, "seconds": report.seconds}
 
     async def record(self, candidate: CandidateEnv, judgement: Judgement, ctx: Context) -> None:
         v, report = judgement.verdict, judgement.evidence
