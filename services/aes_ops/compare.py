@@ -9,6 +9,7 @@ import math
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -79,9 +80,11 @@ async def run_mode(
     *,
     parent: tuple[str, BlobRef] | None = None,
     category: str = "",
+    progress: Callable[[str], None] | None = None,
 ) -> ModeStats:
     """``n`` generations in ``mode``, one after another (each is judged by the validator);
-    ``parent`` is an environment id and its bundle in ``resources.store``."""
+    ``parent`` is an environment id and its bundle in ``resources.store``; ``progress``
+    hears of each generation judged."""
     generator(mode)  # an unknown mode fails before any work
     solver = resources.solver_client
     stats = ModeStats(mode)
@@ -102,4 +105,6 @@ async def run_mode(
         stats.cost_usd += traj.cost_usd + ((solver.usage.cost_usd - solver_cost_before) if solver else 0.0)
         stats.prompt_tokens += traj.prompt_tokens
         stats.completion_tokens += traj.completion_tokens
+        if progress:
+            progress(f"{mode} {i + 1}/{n}: {outcome}")
     return stats

@@ -20,7 +20,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from aes_lib.config import STACK_FILE, Settings
@@ -176,14 +176,17 @@ def service_command(target: str, ready_file: Path) -> list[str]:
     return [sys.executable, "-m", "aes_cli.main", "service", target, "--ready-file", str(ready_file)]
 
 
-def up(settings: Settings, services: Mapping[str, str] | None = None, model: bool = True) -> Settings:
+def up(settings: Settings, services: Mapping[str, str] | None = None, model: bool = True,
+       progress: Callable[[str], None] | None = None) -> Settings:
     """Start whatever part of the stack is not running; returns the stack's ``Settings``.
 
     ``services`` maps names to ``module:Class`` (default: ``aes_services.registry.SERVICES``);
     ``model=False`` skips the local model server, as does an ``AES_MODEL_URL`` of another server.
+    ``progress`` hears of each part in one line as it starts and as it is up.
     """
     from aes_services.registry import SERVICES, stack_services
 
+    say = progress or (lambda line: None)
     product = services is None  # a caller's own set (a partial stack) carries its own route
     services = stack_services(settings.engine, settings.policy_mode) if services is None else services
     home = settings.home
@@ -203,20 +206,28 @@ def up(settings: Settings, services: Mapping[str, str] | None = None, model: boo
             if alive(old.model, MODEL_MARKER):
                 state.model, state.settings["model_url"] = old.model, old.settings["model_url"]
         state.save(home)
+        say(f"nats: started at {url}")
+    else:
+        say(f"nats: running at {state.settings['nats_url']}")
+    say(f"blob store: {settings.blob_location}")
     # settings.model_url may be this stack's own (read back from stack.json) or another server's.
     ours = settings.model_url in ("", state.settings.get("model_url"))
     engine_env = {**os.environ, "AES_HOME": str(home), "AES_BLOB_URL": settings.blob_location}
     # Every shell that finds the stack through stack.json agrees on how the policy is served.
     state.settings.update(engine=settings.engine, policy_mode=settings.policy_mode)
     if model and ours and not alive(state.model, MODEL_MARKER):
+        say(f"model: loading ({settings.engine} engine)")
         state.model, state.settings["model_url"] = _start_model(home, settings.engine, engine_env)
         state.save(home)
+        say(f"model: serving at {state.settings['model_url']}")
     # Separate models: the proposer's policy gets an engine of its own to follow its learner.
     ours = settings.proposer_model_url in ("", state.settings.get("proposer_model_url"))
     if model and ours and settings.policy_mode == "separate" and not alive(state.proposer_model, MODEL_MARKER):
+        say(f"proposer model: loading ({settings.engine} engine)")
         state.proposer_model, state.settings["proposer_model_url"] = _start_model(
             home, settings.engine, engine_env, part="proposer-model")
         state.save(home)
+        say(f"proposer model: serving at {state.settings['proposer_model_url']}")
 
     stack_settings = dataclasses.replace(settings, **state.settings)
     if product:
@@ -230,8 +241,9 @@ def up(settings: Settings, services: Mapping[str, str] | None = None, model: boo
             ready.unlink(missing_ok=True)
             started[name] = _spawn(service_command(target, ready), home / "logs" / f"{name}.log", env)
             state.services[name] = started[name].pid
+            say(f"service {name}: started, pid {started[name].pid}")
     state.save(home)
-    _await_services(started, home)
+    _await_services(started, home, say)
     return stack_settings
 
 
@@ -251,7 +263,7 @@ def _check_route(settings: Settings) -> None:
     asyncio.run(check())
 
 
-def _await_services(started: Mapping[str, subprocess.Popen], home: Path) -> None:
+def _await_services(started: Mapping[str, subprocess.Popen], home: Path, say: Callable[[str], None]) -> None:
     """Wait until each started service is consuming or has died. A dead one is logged
     with its log's tail and reported by ``health``; it does not stop the others."""
     pending = dict(started)
@@ -260,10 +272,12 @@ def _await_services(started: Mapping[str, subprocess.Popen], home: Path) -> None
         for name, proc in list(pending.items()):
             if (home / "run" / f"{name}.ready").exists():
                 del pending[name]
+                say(f"service {name}: consuming")
             elif proc.poll() is not None:
                 del pending[name]
                 log_file = home / "logs" / f"{name}.log"
                 logger.error("service %s exited with %s; %s:\n%s", name, proc.returncode, log_file, _tail(log_file))
+                say(f"service {name}: exited with {proc.returncode}")
         time.sleep(0.1)
     for name in pending:
         logger.warning("service %s is not consuming after %.0f s; see %s", name, SERVICE_READY_TIMEOUT,

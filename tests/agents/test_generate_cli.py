@@ -41,6 +41,18 @@ def test_generate_reports_rate_interval_and_cost(tmp_path, monkeypatch, capsys):
     assert float(rows["feedback"][5].strip()[1:]) > float(rows["prompt"][5].strip()[1:])  # two calls
 
 
+def test_generate_json_is_one_document_per_run(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("AES_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("AES_BLOB_URL", raising=False)
+    with ReplayServer([format_files(GOOD)]) as srv:
+        rc = main(["generate", "--mode", "prompt", "--n", "1", "--model-url", srv.url, "--model", "replay", "--json"])
+    out, err = capsys.readouterr()
+    [row] = json.loads(out)
+    assert rc == 0 and row["mode"] == "prompt" and row["n"] == 1 and row["valid"] == 1 and row["rate"] == 1.0
+    assert row["reasons"] == {"ok": 1} and row["interval95"] == pytest.approx([0.21, 1.0], abs=0.01)
+    assert "[generate 1/1] prompt 1/1: ok" in err.splitlines()  # progress on stderr, off a terminal
+
+
 def test_generate_rejects_unknown_mode(capsys):
     with pytest.raises(SystemExit):
         main(["generate", "--mode", "prompt,oracle"])

@@ -85,7 +85,9 @@ def test_aes_up_refuses_a_route_ending_on_a_gate(tmp_path: Path, nats_server) ->
     finally:
         subprocess.run([sys.executable, "-m", "aes_cli.main", "down"], env=env, capture_output=True, timeout=60)
     assert up.returncode == 2, up.stderr
-    lines = up.stderr.strip().splitlines()
-    assert len(lines) == 1 and "ends on 'contamination'" in lines[0] and "Traceback" not in up.stderr
+    # The progress lines of what started (NATS) come first; the error is the one last line.
+    errors = [line for line in up.stderr.splitlines() if not line.startswith("[up ")]
+    assert len(errors) == 1 and errors[0] == up.stderr.splitlines()[-1], up.stderr
+    assert errors[0].startswith("aes up: ") and "ends on 'contamination'" in errors[0] and "Traceback" not in up.stderr
     assert not list((home / "run").glob("*.ready")), "no service may start on a refused route"
     assert os.path.isdir(home)

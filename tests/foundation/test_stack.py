@@ -45,7 +45,11 @@ async def _results(settings: Settings) -> list[GateResult]:
 
 
 async def test_stack_lifecycle(home: Path) -> None:
-    settings = await asyncio.to_thread(stack.up, Settings.from_env(), SERVICES, False)
+    said: list[str] = []  # what `aes up` shows as progress
+    settings = await asyncio.to_thread(stack.up, Settings.from_env(), SERVICES, False, said.append)
+    assert said == [f"nats: started at {settings.nats_url}", f"blob store: {settings.blob_location}",
+                    f"service probe: started, pid {stack.StackState.load(home).services['probe']}",
+                    "service probe: consuming"]
     state = stack.StackState.load(home)
     assert state is not None and set(state.services) == {"probe"}
     assert _mode(home / "stack.json") == 0o600 and _mode(home / "nats" / "credentials.json") == 0o600

@@ -11,6 +11,7 @@ from replay_server import ReplayServer
 
 from aes_lib.models import (
     ChatClient,
+    ModelAuthError,
     ModelRequestError,
     ModelUnavailableError,
     Price,
@@ -113,7 +114,7 @@ async def test_a_key_protected_endpoint_gets_the_role_key_and_vllm_gets_asked_fo
         assert srv.requests[0]["return_tokens_as_token_ids"] is True
         wrong = Settings(model_url=srv.url, model="m", proposer_model_api_key="sk-wrong")
         async with chat_client(wrong, "proposer") as client:
-            with pytest.raises(ModelRequestError, match="HTTP 401"):
+            with pytest.raises(ModelAuthError, match="HTTP 401"):  # a ModelRequestError: never retried
                 await client.chat(MESSAGES)
     with ReplayServer(["d"]) as srv:
         async with chat_client(Settings(model_url=srv.url, model="replay")) as client:

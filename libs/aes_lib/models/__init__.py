@@ -4,6 +4,7 @@ log-probs, a price table, and the local SmolLM2 server (``serve.py``)."""
 from aes_lib.models.client import (
     ChatClient,
     ChatTurn,
+    ModelAuthError,
     ModelError,
     ModelRequestError,
     ModelResponseError,
@@ -17,6 +18,7 @@ from aes_lib.models.prices import Price, PriceTable, UnknownModelPriceError, usd
 __all__ = [
     "ChatClient",
     "ChatTurn",
+    "ModelAuthError",
     "ModelError",
     "ModelRequestError",
     "ModelResponseError",

@@ -36,6 +36,10 @@ class ModelRequestError(ModelError):
     """The endpoint refused the request (a 4xx other than 429); retrying will not help."""
 
 
+class ModelAuthError(ModelRequestError):
+    """The endpoint refused the API key (HTTP 401 or 403)."""
+
+
 class ModelResponseError(ModelError):
     """The endpoint answered 200 with a body that is not a chat completion."""
 
@@ -105,7 +109,8 @@ class ChatClient:
     timeout_s: float = 300.0
     """Per-request timeout (a tiny CPU model can take a while on a long prompt)."""
     retry: RetryPolicy = field(default_factory=RetryPolicy)
-    prices: PriceTable = field(default_factory=PriceTable.load)
+    prices: PriceTable = field(default_factory=PriceTable)
+    """Built-in prices; ``chat_client`` adds ``Settings.model_prices``."""
     want_prompt_ids: bool = True
     """Ask the server for the prompt's token ids (llama.cpp's tokenizer endpoints)."""
     vllm_token_ids: bool | None = None
@@ -155,6 +160,8 @@ class ChatClient:
             if r.status_code in _RETRY_STATUS:
                 last = f"HTTP {r.status_code}: {r.text[:300]}"
                 continue
+            if r.status_code in (401, 403):
+                raise ModelAuthError(f"POST {url} -> HTTP {r.status_code}, the API key refused: {r.text[:300]}")
             if r.status_code >= 400:
                 raise ModelRequestError(f"POST {url} -> HTTP {r.status_code}: {r.text[:500]}")
             try:
@@ -165,6 +172,16 @@ class ChatClient:
                 raise ModelResponseError(f"POST {url}: expected a JSON object, got {type(data).__name__}")
             return data
         raise ModelUnavailableError(f"POST {url} failed {self.retry.attempts} times; last: {last}")
+
+    async def probe(self, timeout_s: float = 10.0) -> None:
+        """Fail before any slow work when the endpoint cannot be reached or refuses the key
+        (a server without ``/models`` passes: only the chat call can tell more)."""
+        try:
+            r = await self._client().get(f"{self.base_url}/models", timeout=timeout_s)
+        except httpx.TransportError as e:
+            raise ModelUnavailableError(f"cannot reach {self.base_url}: {type(e).__name__}: {e}") from e
+        if r.status_code in (401, 403):
+            raise ModelAuthError(f"{self.base_url} refused the API key (HTTP {r.status_code})")
 
     async def _is_vllm(self) -> bool:
         """vLLM names itself as the owner of its models."""

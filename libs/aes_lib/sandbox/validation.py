@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -44,9 +45,12 @@ async def validate_task(
     limits: BundleLimits = BundleLimits(),
     caps: LimitCaps | None = None,
     labels: dict[str, str] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> ValidationReport:
-    """Validate the task directory at ``path``."""
+    """Validate the task directory at ``path``; ``progress`` hears of each step done
+    (image built, oracle run, nop run) in one line."""
     t0 = time.monotonic()
+    say = progress or (lambda line: None)
 
     def report(task: str, reason: Reason, detail: str, **kw) -> ValidationReport:
         return ValidationReport(task=task, ok=reason == "ok", reason=reason, detail=detail,
@@ -62,10 +66,14 @@ async def validate_task(
         return report(task.name, "timeout", str(e), logs=e.log)
     except BuildFailedError as e:
         return report(task.name, "build_failed", str(e), logs=e.log)
-    oracle, nop = await asyncio.gather(
-        run_trial(task, OracleAgent(task), images, image=image, caps=caps, labels=labels),
-        run_trial(task, NopAgent(), images, image=image, caps=caps, labels=labels),
-    )
+    say("image built")
+
+    async def trial(name: str, agent) -> TrialResult:
+        result = await run_trial(task, agent, images, image=image, caps=caps, labels=labels)
+        say(f"{name} reward {result.reward:g}")
+        return result
+
+    oracle, nop = await asyncio.gather(trial("oracle", OracleAgent(task)), trial("nop", NopAgent()))
     rewards = {"oracle_reward": oracle.reward, "nop_reward": nop.reward}
     logs = f"### oracle\n{oracle.log()}\n### nop\n{nop.log()}"
     if oracle.timed_out:

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import time
 from pathlib import Path
 
+from aes_cli.output import Progress
 from aes_lib.blobstore import open_store
 from aes_lib.config import Settings
 from aes_lib.contamination import (
     DEFAULT_N,
     KV_BUCKET,
-    HeldoutFormatError,
     HeldoutTask,
     IndexFormatError,
     NgramIndex,
@@ -51,13 +50,17 @@ async def _registered_index(settings: Settings) -> NgramIndex:
 
 def _index(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
-    index = NgramIndex.build(load_heldout(Path(args.source)), n=args.n)
-    data = index.to_bytes()
-    where = args.out
-    if args.out:
-        Path(args.out).write_bytes(data)
-    else:
-        where = "blob store " + asyncio.run(_publish(Settings.from_env(), index)) + " (registered for the gate)"
+    with Progress("index") as progress:
+        progress.step(f"reading {args.source}", advance=0)
+        heldout = load_heldout(Path(args.source))
+        index = NgramIndex.build(progress.track(heldout, "tokenized"), n=args.n)
+        data = index.to_bytes()
+        where = args.out
+        if args.out:
+            Path(args.out).write_bytes(data)
+        else:
+            progress.step("registering in the blob store", advance=0)
+            where = "blob store " + asyncio.run(_publish(Settings.from_env(), index)) + " (registered for the gate)"
     print(
         f"indexed {len(index.doc_ids)} held-out instructions, {len(index.token_ids)} tokens, "
         f"{len(index.hashes)} {index.n}-grams, {len(data)} bytes in {time.perf_counter() - t0:.2f}s -> {where}"
@@ -86,16 +89,6 @@ def _check(args: argparse.Namespace) -> int:
     return 1 if matches else 0
 
 
-def _guard(func):
-    def run(args: argparse.Namespace) -> int:
-        try:
-            return func(args)
-        except (HeldoutFormatError, IndexFormatError, OSError) as e:
-            print(f"aes contamination: {e}", file=sys.stderr)
-            return 2
-    return run
-
-
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("contamination", help="13-gram overlap with held-out benchmark instructions")
     csub = p.add_subparsers(dest="contamination_command", required=True)
@@ -103,8 +96,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     pi.add_argument("source", help="folder with */instruction.md, or JSONL of {\"id\", \"instruction\"}")
     pi.add_argument("--n", type=int, default=DEFAULT_N, help="n-gram length in tokens (default 13)")
     pi.add_argument("--out", help="write the index to this file instead of registering it in the blob store")
-    pi.set_defaults(func=_guard(_index))
+    pi.set_defaults(func=_index)
     pc = csub.add_parser("check", help="check task folders or instruction files; exit 1 if any is contaminated")
     pc.add_argument("paths", nargs="+", help="task folder(s), folder(s) of tasks, instruction file(s) or JSONL")
     pc.add_argument("--index", help="index file from `index --out` (default: the registered index)")
-    pc.set_defaults(func=_guard(_check))
+    pc.set_defaults(func=_check)

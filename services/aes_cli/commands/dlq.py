@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import pprint
 import sys
 import time
@@ -16,9 +15,11 @@ from collections.abc import Awaitable, Callable
 
 import msgspec
 
-from aes_lib.bus import Bus, BusError, DeadLetterError, History, StoredLetter
+from aes_cli.errors import CommandError
+from aes_cli.output import print_json
+from aes_lib.bus import Bus, DeadLetterError, History, StoredLetter
 from aes_lib.bus.deadletters import get_letter, original_bytes, purge, purge_all, read_letters, replay
-from aes_lib.config import Settings, StackFileError
+from aes_lib.config import Settings
 from aes_ops.rounds import decode_any
 
 ERROR_WIDTH = 60
@@ -28,17 +29,13 @@ PREVIEW_BYTES = 64
 
 
 def _main(go: Callable[[Bus], Awaitable[int]]) -> int:
-    """Run ``go`` on a connection; a missing stack or an unknown id is one line on stderr."""
+    """Run ``go`` on a connection to the stack."""
 
     async def connected() -> int:
         async with await Bus.connect(Settings.from_env(), name="aes-dlq") as bus:
             return await go(bus)
 
-    try:
-        return asyncio.run(connected())
-    except (BusError, DeadLetterError, StackFileError) as e:
-        print(f"aes dlq: {e}", file=sys.stderr)
-        return 1
+    return asyncio.run(connected())
 
 
 def _when(t: float) -> str:
@@ -76,21 +73,24 @@ def _table(letters: History[StoredLetter]) -> list[str]:
                    f"by fault: {_counts(Counter(s.letter.fault for s in letters))}", *_skipped_note(letters)]
 
 
-def _as_json(letters: History[StoredLetter]) -> str:
+def _as_json(letters: History[StoredLetter]) -> dict:
     rows = [{"id": s.id, "time": s.letter.created_at, "consumer": s.letter.consumer, "fault": s.letter.fault,
              "episode_id": s.letter.episode_id, "subject": s.letter.subject, "stream": s.letter.stream,
              "source_sequence": s.letter.source_sequence, "deliveries": s.letter.deliveries,
              "error": s.letter.error, "size": _size(s),
              "payload_key": s.letter.payload.key if s.letter.payload else None} for s in letters]
-    return json.dumps({"letters": rows, "skipped": letters.skipped,
-                       "by_consumer": Counter(s.letter.consumer for s in letters),
-                       "by_fault": Counter(s.letter.fault for s in letters)}, indent=2)
+    return {"letters": rows, "skipped": letters.skipped,
+            "by_consumer": Counter(s.letter.consumer for s in letters),
+            "by_fault": Counter(s.letter.fault for s in letters)}
 
 
 def _list(args: argparse.Namespace) -> int:
     async def go(bus: Bus) -> int:
         letters = await read_letters(bus, args.service)
-        print(_as_json(letters) if args.json else "\n".join(_table(letters)))
+        if args.json:
+            print_json(_as_json(letters))
+        else:
+            print("\n".join(_table(letters)))
         return 0
     return _main(go)
 
@@ -179,8 +179,7 @@ def _purge(args: argparse.Namespace) -> int:
 def _checked(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     def wrapper(args: argparse.Namespace) -> int:
         if (why := _chosen(args)) is not None:
-            print(f"aes dlq {args.dlq_command}: {why}", file=sys.stderr)
-            return 2
+            raise CommandError(f"{args.dlq_command}: {why}")
         return run(args)
     return wrapper
 

@@ -9,8 +9,9 @@ The policy evaluated: ``--policy-version V`` serves the learner's published
 version V (0: the base weights) from a private torch engine; otherwise whatever
 ``AES_MODEL_URL`` serves, or the base weights in a private engine when it is empty.
 
-Exit status: 0 all tasks scored, 1 a task failed to load or run (or setup
-failed), 2 a bad DATASET or an unpublished ``--policy-version``.
+Exit status: 0 all tasks scored, 1 a task failed to load or run (or the model
+engine did not start), 2 a bad DATASET or an unpublished ``--policy-version``; the
+other failures have the statuses of ``aes_cli.errors``.
 """
 
 from __future__ import annotations
@@ -18,14 +19,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import re
-import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from aes_cli.errors import CommandError, Exit
+from aes_cli.output import Progress, print_json
 from aes_lib.agents.loop import LoopLimits
 from aes_lib.config import Settings
 from aes_ops.evaluation import Summary, summarize, task_mean
@@ -33,14 +34,6 @@ from aes_lib.models.weights import EngineWeightsError, TorchEngineClient
 
 SCORED_POLICIES = ("shared", "solver")
 """PolicyVersion.policy values that play the solver."""
-
-
-class SetupError(Exception):
-    """Nothing was evaluated: one line for stderr and the exit status."""
-
-    def __init__(self, message: str, code: int = 1) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 @dataclass
@@ -61,12 +54,12 @@ class TaskResult:
 def task_folders(dataset: Path) -> list[Path]:
     """The task folders of ``dataset``: itself if it holds task.toml, else its visible subfolders."""
     if not dataset.is_dir():
-        raise SetupError(f"{dataset}: {'not a directory' if dataset.exists() else 'no such directory'}", 2)
+        raise CommandError(f"{dataset}: {'not a directory' if dataset.exists() else 'no such directory'}")
     if (dataset / "task.toml").is_file():
         return [dataset]
     folders = sorted(p for p in dataset.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not folders:
-        raise SetupError(f"{dataset}: neither a task folder (no task.toml) nor a folder of task folders", 2)
+        raise CommandError(f"{dataset}: neither a task folder (no task.toml) nor a folder of task folders")
     return folders
 
 
@@ -75,20 +68,17 @@ def task_folders(dataset: Path) -> list[Path]:
 
 async def _published(settings: Settings, version: int):
     """The PolicyVersion message of ``version`` (the newest one announced, for the solver)."""
-    from aes_lib.bus import Bus, BusError
+    from aes_lib.bus import Bus
     from aes_proto import subjects
     from aes_proto.messages import PolicyVersion
 
-    try:
-        async with await Bus.connect(settings, name="aes-eval") as bus:
-            published = await bus.history(subjects.POLICY_VERSION, PolicyVersion)
-    except BusError as e:
-        raise SetupError(f"cannot read published policies: {e}") from None
+    async with await Bus.connect(settings, name="aes-eval") as bus:
+        published = await bus.history(subjects.POLICY_VERSION, PolicyVersion)
     found = [p for p in published if p.version == version and p.policy in SCORED_POLICIES]
     if not found:
         have = sorted({p.version for p in published if p.policy in SCORED_POLICIES})
-        raise SetupError(f"policy version {version} is not published on {subjects.POLICY_VERSION} "
-                         f"(published: {have or 'none'})", 2)
+        raise CommandError(f"policy version {version} is not published on {subjects.POLICY_VERSION} "
+                           f"(published: {have or 'none'})")
     return found[-1]
 
 
@@ -128,27 +118,25 @@ async def _load(url: str, msg) -> None:
     try:  # a 135M fp32 checkpoint from S3 takes a while
         result = await TorchEngineClient(url, timeout_s=1800).load(msg)
     except EngineWeightsError as e:
-        raise SetupError(f"loading policy version {msg.version} ({msg.checkpoint.key}): {e}") from None
+        raise CommandError(f"loading policy version {msg.version} ({msg.checkpoint.key}): {e}", Exit.NEGATIVE) from None
     if result.version != msg.version:
-        raise SetupError(f"loading policy version {msg.version}: the engine serves v{result.version}")
+        raise CommandError(f"loading policy version {msg.version}: the engine serves v{result.version}", Exit.NEGATIVE)
 
 
 # -- attempts ----------------------------------------------------------------------
 
 
 async def _attempts(tasks: list[tuple[TaskResult, object]], url: str, model: str, settings: Settings,
-                    args: argparse.Namespace) -> None:
+                    args: argparse.Namespace, progress: Progress) -> None:
     from aes_lib.agents.solver import rollout
     from aes_lib.blobstore import open_store
     from aes_lib.models import chat_client
     from aes_lib.sandbox import ImageCache
 
     store = open_store(settings.blob_location, settings)
-    try:
-        images = ImageCache()
-        client = chat_client(settings, url=url, model=model)
-    except Exception as e:  # no Docker engine
-        raise SetupError(f"{type(e).__name__}: {e}") from None
+    client = chat_client(settings, url=url, model=model)
+    await client.probe()  # an unreachable endpoint or a refused key fails the run, not each task
+    images = ImageCache()
     limits = LoopLimits(max_turns=args.max_turns)
     gate = asyncio.Semaphore(args.concurrency)
     run = uuid.uuid4().hex[:8]
@@ -162,16 +150,17 @@ async def _attempts(tasks: list[tuple[TaskResult, object]], url: str, model: str
                                   rollout_id=f"eval-{run}-{re.sub(r'[^A-Za-z0-9_.-]', '_', task.name)}-{i}")
             except Exception as e:  # build failure, Docker gone...: this task, not the whole run
                 res.error = f"attempt {i + 1}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                progress.step(f"{task.name} #{i + 1}: {res.error}")
                 return
         t = r.trajectory
         if t.stop_reason == "model_error":  # the endpoint failed: a 0 would not measure the policy
             res.error = f"attempt {i + 1}: model error: {t.error.splitlines()[0] if t.error else ''}"
+            progress.step(f"{task.name} #{i + 1}: {res.error}")
             return
         res.rewards.append(t.reward)
         res.trajectories.append(r.ref.key)
         res.versions.update(turn.policy_version for turn in t.turns if turn.policy_version is not None)
-        print(f"{task.name} #{i + 1}: reward {t.reward:g} ({t.stop_reason}, {len(t.turns)} turns)",
-              file=sys.stderr, flush=True)
+        progress.step(f"{task.name} #{i + 1}: reward {t.reward:g} ({t.stop_reason}, {len(t.turns)} turns)")
 
     async with client:
         await asyncio.gather(*(one(res, task, i) for res, task in tasks for i in range(args.k)))
@@ -198,22 +187,26 @@ async def _eval(folders: list[Path], settings: Settings, args: argparse.Namespac
     private = args.policy_version is not None or not settings.model_url
     served = None
     with contextlib.ExitStack() as stack:
+        progress = stack.enter_context(Progress("eval", total=args.k * len(loaded)))
         if not loaded:  # nothing to run: do not export or load a model for it
             url = "" if private else settings.model_url
         elif private:
+            progress.step("starting the model engine", advance=0)
             try:
                 url = stack.enter_context(_private_engine(_base_folder(settings)))
             except Exception as e:  # missing model folder, export failure...
-                raise SetupError(f"cannot start the model engine: {type(e).__name__}: {e}") from None
+                raise CommandError(f"cannot start the model engine: {type(e).__name__}: {e}", Exit.NEGATIVE) from None
             if published is not None:
+                progress.step(f"loading policy version {published.version}", advance=0)
                 await _load(url, published)
         else:
             url = settings.model_url
         if loaded:
             served = await _policy(url)
             if args.policy_version is not None and (served is None or served["version"] != args.policy_version):
-                raise SetupError(f"the engine serves {served} instead of policy version {args.policy_version}")
-            await _attempts(loaded, url, settings.model, settings, args)
+                raise CommandError(f"the engine serves {served} instead of policy version {args.policy_version}",
+                                   Exit.NEGATIVE)
+            await _attempts(loaded, url, settings.model, settings, args, progress)
 
     summary: Summary = summarize([r.rewards for r in results if r.mean is not None])
     return {
@@ -258,13 +251,11 @@ def render(report: dict) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
-    try:
-        folders = task_folders(args.dataset)
-        report = asyncio.run(_eval(folders, Settings.from_env(), args))
-    except SetupError as e:
-        print(f"aes eval: {e}", file=sys.stderr)
-        return e.code
-    print(json.dumps(report) if args.json else render(report))
+    report = asyncio.run(_eval(task_folders(args.dataset), Settings.from_env(), args))
+    if args.json:
+        print_json(report)
+    else:
+        print(render(report))
     return 1 if any(t["error"] for t in report["tasks"]) else 0
 
 

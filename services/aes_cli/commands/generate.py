@@ -9,36 +9,50 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 from pathlib import Path
 
+from aes_cli.output import Progress, print_json
 from aes_lib.agents.proposer.boundary import MODES, Resources
-from aes_ops.compare import HEADER, run_mode
 from aes_lib.agents.proposer.harness import EpisodeBudget
 from aes_lib.blobstore import open_store
-from aes_lib.bundle import BundleError, pack
+from aes_lib.bundle import pack
 from aes_lib.config import Settings
 from aes_lib.models import chat_client
 from aes_lib.models.serve import endpoint
 from aes_lib.sandbox import ImageCache
+from aes_ops.compare import HEADER, ModeStats, run_mode
 
 
-async def _generate(args: argparse.Namespace, settings: Settings, url: str, model: str) -> int:
-    store = open_store(settings.blob_location, settings)
-    parent = None
-    if args.parent:
-        packed = pack(args.parent)
-        parent = (packed.sha256, store.put_content("bundles", packed.data, suffix=".tar.gz"))
-    budget = EpisodeBudget().with_loop(max_turns=args.max_turns)
-    images = ImageCache()
-    print(HEADER)
-    for mode in args.mode:
-        async with chat_client(settings, "proposer", url=url, model=model) as client, \
-                chat_client(settings, url=url, model=model) as solver:
+async def _generate(args: argparse.Namespace, settings: Settings, url: str, model: str,
+                    progress: Progress) -> list[ModeStats]:
+    async with chat_client(settings, "proposer", url=url, model=model) as client, \
+            chat_client(settings, url=url, model=model) as solver:
+        for c in (client, solver):  # each role's key, before Docker or any episode
+            await c.probe()
+        store = open_store(settings.blob_location, settings)
+        parent = None
+        if args.parent:
+            packed = pack(args.parent)
+            parent = (packed.sha256, store.put_content("bundles", packed.data, suffix=".tar.gz"))
+        budget = EpisodeBudget().with_loop(max_turns=args.max_turns)
+        images = ImageCache()
+        if not args.json:
+            print(HEADER)
+        done = []
+        for mode in args.mode:
             resources = Resources(client, store, images, settings.home / "proposer" / "generate-state.tar.gz",
                                   solver_client=solver, budget=budget)
-            stats = await run_mode(mode, args.n, resources, parent=parent, category=args.category or "")
-        print(stats.row(), flush=True)
-    return 0
+            done.append(await run_mode(mode, args.n, resources, parent=parent, category=args.category or "",
+                                       progress=progress.step))
+            if not args.json:
+                print(done[-1].row(), flush=True)
+    return done
+
+
+def _as_json(stats: ModeStats) -> dict:
+    """The counts, plus the rate and its interval the table shows."""
+    return {**dataclasses.asdict(stats), "rate": stats.rate, "interval95": list(stats.interval)}
 
 
 def _modes(text: str) -> list[str]:
@@ -52,15 +66,14 @@ def _modes(text: str) -> list[str]:
 def _run(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     if args.parent:
-        try:
-            pack(args.parent)
-        except BundleError as e:
-            print(f"invalid parent task: {type(e).__name__}: {e}")
-            return 2
+        pack(args.parent)  # a bad parent is a usage error before any model starts
     default_url, default_model, _ = settings.endpoint("proposer")
     url, model = args.model_url or default_url, args.model or default_model
-    with endpoint(url, settings.home) as resolved:
-        return asyncio.run(_generate(args, settings, resolved, model))
+    with endpoint(url, settings.home) as resolved, Progress("generate", total=args.n * len(args.mode)) as progress:
+        stats = asyncio.run(_generate(args, settings, resolved, model, progress))
+    if args.json:
+        print_json([_as_json(s) for s in stats])
+    return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -73,4 +86,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--parent", type=Path, help="a task directory to build variants of (e.g. seeds/csv-sales-rollup)")
     p.add_argument("--category", default=None, help="category written into the assignment")
     p.add_argument("--max-turns", type=int, default=EpisodeBudget().loop.max_turns, help="agent mode: turns per episode")
+    p.add_argument("--json", action="store_true", help="print one JSON array (a row per mode) instead of the table")
     p.set_defaults(func=_run)

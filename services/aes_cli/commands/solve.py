@@ -9,7 +9,7 @@ from pathlib import Path
 from aes_lib.agents.loop import LoopLimits
 from aes_lib.agents.solver import rollout
 from aes_lib.blobstore import open_store
-from aes_lib.bundle import BundleError, Task
+from aes_lib.bundle import Task
 from aes_lib.config import Settings
 from aes_lib.models import chat_client, usd
 from aes_lib.models.serve import endpoint
@@ -17,9 +17,10 @@ from aes_lib.sandbox import ImageCache
 
 
 async def _solve(task: Task, url: str, model: str, settings: Settings, limits: LoopLimits) -> int:
-    store = open_store(settings.blob_location, settings)
     async with chat_client(settings, url=url, model=model) as client:
-        r = await rollout(task, client, ImageCache(), store, limits, env_id=task.name)
+        await client.probe()  # an unreachable endpoint or a refused key, before Docker builds anything
+        r = await rollout(task, client, ImageCache(), open_store(settings.blob_location, settings), limits,
+                          env_id=task.name)
     t = r.trajectory
     for turn in t.turns:
         shown = turn.command or ("(format error)" if turn.format_error else "(done)")
@@ -33,11 +34,7 @@ async def _solve(task: Task, url: str, model: str, settings: Settings, limits: L
 
 def _run(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
-    try:
-        task = Task.load(args.task_dir)
-    except BundleError as e:
-        print(f"invalid task: {type(e).__name__}: {e}")
-        return 2
+    task = Task.load(args.task_dir)
     limits = LoopLimits(max_turns=args.max_turns, time_limit_s=args.time_limit)
     with endpoint(args.model_url or settings.model_url, settings.home) as url:
         return asyncio.run(_solve(task, url, args.model or settings.model, settings, limits))

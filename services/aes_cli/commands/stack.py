@@ -15,18 +15,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+from aes_cli.errors import CommandError
+from aes_cli.output import Progress
 from aes_lib.config import Settings
 
 
 def _up(args: argparse.Namespace) -> int:
     from aes_ops import stack
-    from aes_lib.admission import RouteConfigError
 
-    try:
-        settings = stack.up(Settings.from_env(), model=not args.no_model)
-    except RouteConfigError as e:
-        print(f"aes up: {e}", file=sys.stderr)
-        return 2
+    with Progress("up") as progress:
+        settings = stack.up(Settings.from_env(), model=not args.no_model, progress=progress.step)
     print(f"stack up in {settings.home}: NATS {settings.nats_url}, blobs {settings.blob_location}, "
           f"model {settings.model_url or '-'}; logs in {settings.home / 'logs'}")
     return _report(asyncio.run(stack.health(settings)))
@@ -60,7 +58,7 @@ def load_service(target: str):
 
     spec = SERVICES.get(target, target)
     if ":" not in spec:
-        raise SystemExit(f"unknown service {target!r}: one of {', '.join(sorted(SERVICES))}, or module:Class")
+        raise CommandError(f"unknown service {target!r}: one of {', '.join(sorted(SERVICES))}, or module:Class")
     return service_class(spec)
 
 
@@ -68,11 +66,13 @@ def _service(args: argparse.Namespace) -> int:
     if args.replicas > 1:
         return _replicas(args.name, args.replicas)
     from aes_lib.bus import run_service
+    from aes_lib.bus.runner import new_event_loop
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     service = load_service(args.name)()
     ready = args.ready_file.touch if args.ready_file else None
-    asyncio.run(run_service(service, Settings.from_env(), on_ready=ready))
+    with asyncio.Runner(loop_factory=new_event_loop) as runner:
+        runner.run(run_service(service, Settings.from_env(), on_ready=ready))
     return 0
 
 

@@ -5,23 +5,29 @@ from __future__ import annotations
 import argparse
 import asyncio
 
+from aes_cli.output import print_json
 from aes_lib.bus import Bus
 from aes_lib.config import Settings
 from aes_lib.flywheel.config import FlywheelConfig
-from aes_ops.readout import snapshot
 from aes_lib.flywheel.status import render
+from aes_ops.readout import Snapshot, snapshot
 
 
-async def _status() -> str:
+async def _snapshot() -> Snapshot:
     async with await Bus.connect(Settings.from_env(), name="aes-status") as bus:
-        snap = await snapshot(bus, FlywheelConfig.from_env())
-    return render(snap.status, len(snap.pool), snap.pool_by_category)
+        return await snapshot(bus, FlywheelConfig.from_env())
 
 
 def _run(args: argparse.Namespace) -> int:
-    print(asyncio.run(_status()))
+    snap = asyncio.run(_snapshot())
+    if args.json:
+        print_json({"pool": len(snap.pool), "pool_by_category": snap.pool_by_category, "status": snap.status})
+    else:
+        print(render(snap.status, len(snap.pool), snap.pool_by_category))
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    sub.add_parser("status", help="what the flywheel has done so far").set_defaults(func=_run)
+    p = sub.add_parser("status", help="what the flywheel has done so far")
+    p.add_argument("--json", action="store_true", help="print the numbers as one JSON object instead")
+    p.set_defaults(func=_run)

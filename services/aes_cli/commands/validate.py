@@ -7,33 +7,60 @@ import asyncio
 import tempfile
 from pathlib import Path
 
+from aes_cli.errors import CommandError
+from aes_cli.output import Progress, print_json
 from aes_lib.bundle import BundleError, unpack
 from aes_lib.sandbox import ImageCache, ValidationReport, validate_task
 
+STEPS = 3
+"""Progress steps per task: image built, oracle run, nop run."""
 
-async def _one(path: Path, images: ImageCache, sem: asyncio.Semaphore) -> ValidationReport:
+
+def _check(path: Path) -> None:
+    """A path that is neither a task folder nor a file is a usage error, not a verdict
+    (an archive that does not unpack is one: ``invalid_bundle``)."""
+    if not path.exists():
+        raise CommandError(f"{path}: no such task folder or bundle")
+    if path.is_dir() and not (path / "task.toml").is_file():
+        raise CommandError(f"{path}: not a task folder (no task.toml)")
+
+
+async def _one(path: Path, images: ImageCache, sem: asyncio.Semaphore, progress: Progress) -> ValidationReport:
+    seen = 0
+
+    def step(line: str) -> None:
+        nonlocal seen
+        seen += 1
+        progress.step(f"{path.name}: {line}")
+
     async with sem:
         if path.is_file():  # an archive: unpack it defensively first
             with tempfile.TemporaryDirectory(prefix="aes-validate-") as tmp:
                 try:
                     task = await asyncio.to_thread(unpack, path, Path(tmp) / "task")
                 except BundleError as e:
-                    return ValidationReport(task=str(path), ok=False, reason="invalid_bundle",
-                                            detail=f"{type(e).__name__}: {e}")
-                return await validate_task(task.root, images)
-        return await validate_task(path, images)
+                    report = ValidationReport(task=str(path), ok=False, reason="invalid_bundle",
+                                              detail=f"{type(e).__name__}: {e}")
+                else:
+                    report = await validate_task(task.root, images, progress=step)
+        else:
+            report = await validate_task(path, images, progress=step)
+    # A task that failed early skips its remaining steps.
+    progress.step(f"{path.name}: {'pass' if report.ok else 'FAIL ' + report.reason}", advance=STEPS - seen)
+    return report
 
 
-async def _validate(paths: list[Path], jobs: int) -> list[ValidationReport]:
+async def _validate(paths: list[Path], jobs: int, progress: Progress) -> list[ValidationReport]:
     import docker
 
     images = ImageCache(await asyncio.to_thread(docker.from_env))
     sem = asyncio.Semaphore(jobs)
-    return await asyncio.gather(*(_one(p, images, sem) for p in paths))
+    return await asyncio.gather(*(_one(p, images, sem, progress) for p in paths))
 
 
 def render(reports: list[ValidationReport]) -> str:
     """A fixed-width table: task, verdict, reason, oracle, nop, seconds (and detail of failures)."""
+
     def fmt(x: float | None) -> str:
         return "-" if x is None else f"{x:.3g}"
 
@@ -48,12 +75,19 @@ def render(reports: list[ValidationReport]) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
-    reports = asyncio.run(_validate([Path(p) for p in args.paths], args.jobs))
-    print(render(reports))
-    if args.logs:
-        for r in reports:
-            if r.logs:
-                print(f"\n===== {r.task} ({r.reason})\n{r.logs}")
+    paths = [Path(p) for p in args.paths]
+    for p in paths:
+        _check(p)
+    with Progress("validate", total=STEPS * len(paths)) as progress:
+        reports = asyncio.run(_validate(paths, args.jobs, progress))
+    if args.json:
+        print_json(reports)
+    else:
+        print(render(reports))
+        if args.logs:
+            for r in reports:
+                if r.logs:
+                    print(f"\n===== {r.task} ({r.reason})\n{r.logs}")
     return 0 if all(r.ok for r in reports) else 1
 
 
@@ -62,4 +96,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH", help="task directory or .tar.gz bundle")
     p.add_argument("-j", "--jobs", type=int, default=1, help="tasks validated at once (default 1)")
     p.add_argument("--logs", action="store_true", help="print the build/agent/verifier logs of failures")
+    p.add_argument("--json", action="store_true",
+                   help="print the reports (logs included) as one JSON array instead of the table")
     p.set_defaults(func=_run)
