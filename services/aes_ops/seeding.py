@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import re
 from collections.abc import Sequence
@@ -15,8 +16,18 @@ from aes_lib.bundle import Task, pack, unpack
 from aes_proto.records import PoolEntry
 from aes_lib.flywheel.runners.pool_store import PoolStore
 
-SEEDS_DIR = Path(__file__).resolve().parents[2] / "seeds"
-"""The repository's bundled seed tasks."""
+
+def _package_dir(name: str) -> Path:
+    """Folder of the data-only package ``name`` (no ``__init__``, so found without importing)."""
+    spec = importlib.util.find_spec(name)
+    found = [Path(p) for p in (spec.submodule_search_locations or []) if Path(p).is_dir()] if spec else []
+    if not found:
+        raise ModuleNotFoundError(f"package {name} is not installed: reinstall autoenvscaling (make install)")
+    return found[0]
+
+
+SEEDS_DIR = _package_dir("aes_seeds")
+"""The bundled seed tasks: the checkout's ``seeds/`` folder, installed as package ``aes_seeds``."""
 REGISTRY_FILE = "registry.json"
 """Dataset index written by ``export``: one record per task directory."""
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
+import re
 import stat
+import tempfile
 import time
 from pathlib import Path
 
@@ -15,9 +18,13 @@ import urllib3.exceptions
 
 from aes_lib.bundle import Task
 from aes_lib.bundle.task import walk
+from aes_lib.config import Settings
 from aes_lib.sandbox.container import MANAGED_LABEL
 
 IMAGE_REPO = "aes-env"
+FROM_LINE = re.compile(r"^(\s*FROM\s+(?:--\S+\s+)*)(\S+)(.*)$", re.IGNORECASE | re.MULTILINE)
+"""A Dockerfile's ``FROM [--flag...] IMAGE [AS NAME]``: (prefix, image, rest)."""
+logger = logging.getLogger("aes.sandbox")
 
 
 class BuildFailedError(RuntimeError):
@@ -102,8 +109,20 @@ def build_image(client: docker.DockerClient, context: Path, timeout: float, **op
     deadline = time.monotonic() + timeout
     log: list[str] = []
     image = ""
-    stream = client.api.build(path=str(context), rm=True, forcerm=True, decode=True, pull=False, timeout=timeout,
-                              **options)
+    # surrogateescape: a task's Dockerfile need not be UTF-8, and its bytes go back unchanged.
+    text = (context / "Dockerfile").read_text(encoding="utf-8", errors="surrogateescape")
+    dockerfile, substituted = substitute_bases(client, text, Settings.from_env().base_image_fallback)
+    for original, fallback in substituted.items():
+        note = f"aes: {original} is neither local nor pullable; built FROM {fallback} (AES_BASE_IMAGE_FALLBACK)"
+        log.append(note + "\n")
+        logger.warning("%s: %s", context, note)
+    with tempfile.TemporaryDirectory(prefix="aes-build-") as tmp:
+        if substituted:  # a rewritten copy outside the context: the task's files stay as they are
+            (Path(tmp) / "Dockerfile").write_text(dockerfile, encoding="utf-8", errors="surrogateescape")
+            options["dockerfile"] = str(Path(tmp) / "Dockerfile")
+        # The client reads the Dockerfile and sends the context before it returns.
+        stream = client.api.build(path=str(context), rm=True, forcerm=True, decode=True, pull=False,
+                                  timeout=timeout, **options)
     try:
         for chunk in stream:
             log.append(chunk.get("stream", ""))
@@ -124,3 +143,42 @@ def build_image(client: docker.DockerClient, context: Path, timeout: float, **op
     if not image:
         raise BuildFailedError("build finished without an image id", "".join(log))
     return image
+
+
+def substitute_bases(client: docker.DockerClient, dockerfile: str, fallback: str) -> tuple[str, dict[str, str]]:
+    """``dockerfile`` with each ``FROM`` image that is neither local nor pullable replaced by
+    ``fallback`` (none when it is empty), and ``{original: fallback}`` for those replaced.
+
+    Harbor tasks often say ``FROM debian:bookworm`` or ``python:3.x-slim``; with no registry
+    they build on the local base instead of failing. Earlier stages' names, ``scratch`` and
+    ``$ARG`` references are kept as written.
+    """
+    stages: set[str] = set()
+    substituted: dict[str, str] = {}
+
+    def rewrite(m: re.Match[str]) -> str:
+        prefix, image, rest = m.groups()
+        keep = (not fallback or image.lower() in stages | {"scratch"} or "$" in image
+                or (image not in substituted and _available(client, image)))
+        if alias := re.match(r"\s+AS\s+(\S+)", rest, re.IGNORECASE):
+            stages.add(alias.group(1).lower())
+        if keep:
+            return m.group(0)
+        substituted[image] = fallback
+        return prefix + fallback + rest
+
+    return FROM_LINE.sub(rewrite, dockerfile), substituted
+
+
+def _available(client: docker.DockerClient, image: str) -> bool:
+    """Present locally, or pulled now (what the build would have done)."""
+    try:
+        client.images.get(image)
+        return True
+    except docker.errors.ImageNotFound:
+        pass
+    try:
+        client.images.pull(image)
+        return True
+    except docker.errors.APIError:
+        return False

@@ -1,0 +1,91 @@
+"""The wheel is the whole program: installed into a fresh venv, ``aes validate`` runs a bundled
+seed from any directory, with code, templates and seeds coming from the installed copy.
+
+Third-party dependencies are not downloaded: the fresh venv sees the project venv's
+site-packages through a ``.pth`` line (a plain path entry, so that venv's editable
+``autoenvscaling`` finder is not loaded) and pip resolves the wheel's requirements,
+version bounds included, against those with ``--no-index``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCES = {"aes_proto": "proto/aes_proto", "aes_lib": "libs/aes_lib", "aes_cli": "services/aes_cli",
+           "aes_ops": "services/aes_ops", "aes_services": "services/aes_services",
+           "aes_kernels": "kernels/aes_kernels", "aes_seeds": "seeds"}
+"""Installed package -> its folder in the checkout."""
+# A seed with an executable environment file and one with an empty folder kept by a dotfile.
+SEEDS = ("fix-backup-script", "fix-permissions")
+
+
+def run(*cmd: str | Path, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    proc = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, f"{cmd} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc
+
+
+def tree_files() -> set[str]:
+    return {f"{pkg}/{p.relative_to(ROOT / src).as_posix()}"
+            for pkg, src in SOURCES.items() for p in (ROOT / src).rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts}
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Built from a copy of the checkout, so no build/ or egg-info lands in the repo."""
+    tmp = tmp_path_factory.mktemp("wheel")
+    src = tmp / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, src / name)
+    for folder in ("proto", "libs", "services", "kernels", "seeds"):
+        shutil.copytree(ROOT / folder, src / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", tmp / "dist", src, cwd=tmp)
+    (whl,) = (tmp / "dist").glob("autoenvscaling-*.whl")
+    return whl
+
+
+def test_wheel_holds_every_source_and_data_file(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as z:
+        packaged = {n for n in z.namelist() if ".dist-info/" not in n}
+    tree = tree_files()
+    assert packaged == tree, (f"not in the wheel (a new package goes in pyproject.toml's packages): "
+                              f"{sorted(tree - packaged)}; not in the tree: {sorted(packaged - tree)}")
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_installed_wheel_validates_a_bundled_seed_from_anywhere(wheel: Path, tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    run(sys.executable, "-m", "venv", "--without-pip", venv, cwd=tmp_path)
+    python = venv / "bin" / "python"
+    site = Path(run(python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))", cwd=tmp_path).stdout.strip())
+    (site / "project-deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    run(python, "-m", "pip", "install", "-q", "--no-index", wheel, cwd=tmp_path)
+
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    where = run(python, "-c", "import aes_lib, aes_ops.seeding as s; print(aes_lib.__file__); print(s.SEEDS_DIR)",
+                cwd=work).stdout.split()
+    assert [Path(p).is_relative_to(site) for p in where] == [True, True], where
+    seeds = Path(where[1])
+    # Modes survive the wheel: an image's content hash (and a seed's behaviour) depends on them.
+    for rel in SEEDS:
+        for f in (ROOT / "seeds" / rel).rglob("*"):
+            if f.is_file():
+                assert os.access(seeds / rel / f.relative_to(ROOT / "seeds" / rel), os.X_OK) == os.access(f, os.X_OK)
+
+    out = run(venv / "bin" / "aes", "validate", "-j", "2", *(seeds / s for s in SEEDS), cwd=work).stdout
+    rows = [line.split() for line in out.splitlines() if line.startswith("aes-seeds/")]
+    assert [(r[0], r[1]) for r in rows] == [(f"aes-seeds/{s}", "pass") for s in SEEDS], out
