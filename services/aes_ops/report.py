@@ -9,12 +9,14 @@ with a table of updates per role and weight syncs.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime
 import html
 import io
 import statistics
 from collections import Counter
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import matplotlib
 
@@ -22,9 +24,12 @@ matplotlib.use("Agg")  # no display; must precede pyplot
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from aes_proto import subjects  # noqa: E402
 from aes_proto.messages import CalibrationResult, LearnerStats, RolloutSummary, ServingUpdate  # noqa: E402
 
+from aes_lib.flywheel.config import FlywheelConfig  # noqa: E402
 from aes_lib.flywheel.status import Status, render  # noqa: E402
+from aes_ops.readout import skipped, snapshot, unique  # noqa: E402
 
 
 def _png(fig) -> str:
@@ -155,3 +160,17 @@ def build(status: Status, results: Sequence[CalibrationResult], rollouts: Sequen
         "<h2>Per round</h2><table><tr><th>round</th><th>candidates</th><th>valid</th><th>admitted</th><th>valid rate</th></tr>"
         f"{rows}</table>{figures}{learner_section(learner, serving)}</body></html>"
     )
+
+
+async def write(bus, config: FlywheelConfig, out: Path) -> dict[str, int]:
+    """Write the report of everything on ``bus`` to ``out``; returns the undecodable
+    messages it had to leave out, by subject."""
+    snap = await snapshot(bus, config)
+    learner = await bus.history(subjects.LEARNER_STATS, LearnerStats)
+    serving = await bus.history(subjects.SERVING_VERSION, ServingUpdate)
+    status = dataclasses.replace(snap.status, skipped={**snap.status.skipped, **skipped([learner, serving])})
+    page = build(status, snap.results, snap.rollouts, len(snap.pool), snap.pool_by_category,
+                 (config.band_low, config.band_high), unique(learner), unique(serving))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(page)
+    return status.skipped

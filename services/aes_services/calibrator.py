@@ -10,6 +10,9 @@ nothing new.
 
 from __future__ import annotations
 
+import dataclasses
+import logging
+
 from aes_proto import subjects
 from aes_proto.messages import CalibrationResult, CandidateEnv, Verdict
 from aes_proto.records import CALIBRATION_BUCKET
@@ -19,6 +22,8 @@ from aes_lib.flywheel.revision import RolloutEvidence, feedback_text, revision_a
 from aes_lib.flywheel.runners.rollouts import announce, cached
 from aes_lib.service import Context
 from aes_services.solver_backed import SolverBackedService
+
+log = logging.getLogger(__name__)
 
 
 def rollout_id(c: CandidateEnv, i: int) -> str:
@@ -38,6 +43,8 @@ class CalibratorService(SolverBackedService[CandidateEnv]):
     async def handle(self, msg: CandidateEnv, ctx: Context) -> None:
         assert self.runner is not None and self.config is not None
         runner, rule = self.runner, self.config.rule
+        if msg.lineage.mode == "seed":  # no proposer to send a seed back to: decide, never revise
+            rule = dataclasses.replace(rule, max_revisions=0)
         kv = await ctx.kv(CALIBRATION_BUCKET)
 
         async def rollout(i: int, hints: str | None) -> RolloutEvidence:
@@ -53,6 +60,10 @@ class CalibratorService(SolverBackedService[CandidateEnv]):
         result = await calibrate(rule, msg.lineage.revision, rollout, hints)
         d = result.decision
         feedback = feedback_text(d, result.rollouts, result.diagnostic, (rule.band_low, rule.band_high))
+        log.info("calibrated", extra={
+            "decision": d.outcome, "revise": d.resubmit, "mean_reward": d.mean, "std": d.std,
+            "rollouts": len(result.rollouts), "proposer_reward": d.proposer_reward, "env_id": msg.env_id,
+            "assignment_id": msg.lineage.assignment_id, "revision": msg.lineage.revision})
         await ctx.publish(subjects.RESULT_CALIBRATION, CalibrationResult(
             idempotency_key=f"{msg.idempotency_key}:calibrate", episode_id=msg.episode_id,
             env_id=msg.env_id, lineage=msg.lineage, decision=d.outcome,

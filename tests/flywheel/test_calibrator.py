@@ -14,6 +14,7 @@ from aes_proto import subjects
 from aes_proto.messages import Assignment, CalibrationResult, CandidateEnv, Lineage, RolloutSummary, TrajectoryRef
 
 from aes_lib.agents.loop import LoopLimits
+from aes_lib.bus import stream_for
 from aes_lib.bundle import pack
 from aes_lib.flywheel.config import FlywheelConfig
 from aes_lib.flywheel.runners.trial_runner import TrialRolloutRunner
@@ -34,12 +35,12 @@ SOLVE = [
 GIVE_UP = ["TASK_DONE"]
 
 
-def _candidate(bus, revision=0):
+def _candidate(bus, revision=0, mode="agent"):
     packed = pack(SEED)
     ref = bus.blobs.put_bytes(f"bundles/sha256/{packed.sha256}.tar.gz", packed.data)
     return CandidateEnv(
         idempotency_key=f"a1:rev{revision}:candidate", episode_id="a1", env_id=packed.sha256, bundle=ref,
-        lineage=Lineage(assignment_id="r2-000", round=2, revision=revision, category="data-processing"),
+        lineage=Lineage(assignment_id="r2-000", round=2, revision=revision, category="data-processing", mode=mode),
         route=("calibrate",),
     )
 
@@ -84,3 +85,14 @@ async def test_too_hard_runs_a_diagnostic_with_hints_and_sends_a_revision(fresh_
     assert (lin.assignment_id, lin.revision, lin.round, revision.direction) == ("r2-000", 2, 2, "easier")
     assert result.lineage == c.lineage and lin.category == "data-processing"
     assert revision.previous_bundle == c.bundle and "hints scored 1.00" in revision.feedback
+
+
+async def test_a_seed_out_of_band_is_decided_without_a_diagnostic_or_a_revision(fresh_nats, bus, tmp_path):
+    with ReplayServer(GIVE_UP * 4 + SOLVE) as srv:
+        async with running(fresh_nats, CalibratorService(_runner(srv.url, bus, tmp_path), FlywheelConfig())):
+            await bus.publish(subjects.stage("calibrate"), _candidate(bus, mode="seed"))
+            [result] = await wait_for(bus, subjects.RESULT_CALIBRATION, CalibrationResult, lambda m: m)
+            await idle(bus, CalibratorService)
+    assert (result.decision, result.rewards, result.resubmitted) == ("too_hard", (0.0,) * 4, False)
+    assert len(srv.requests) == 4  # no diagnostic attempt with hints
+    assert (await bus.js.stream_info(stream_for(subjects.ASSIGNMENT))).state.messages == 0

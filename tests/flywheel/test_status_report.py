@@ -49,6 +49,14 @@ def test_summary_counts_valid_rate_cost_and_rounds():
     assert lo < 4 / 6 < hi
 
 
+def test_a_seed_sent_through_admission_stays_out_of_the_proposer_numbers():
+    seed = _r("seed-x", "too_hard", mean=0.0, mode="seed", rnd=0, cost=0.0)
+    s = summarize([*RESULTS, seed], EVENTS, ROLLOUTS)
+    assert (s.candidates, s.valid, s.admitted) == (6, 4, 2)
+    assert 0 not in s.rounds and "calibrate:too_hard" not in s.outcomes
+    assert (s.modes["seed"].candidates, s.modes["seed"].valid) == (1, 1)
+
+
 def test_wilson_interval():
     assert wilson(0, 0) == (0.0, 1.0)
     lo, hi = wilson(0, 10)

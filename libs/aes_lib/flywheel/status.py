@@ -97,8 +97,11 @@ def summarize(results: Sequence[CalibrationResult], events: Sequence[PoolEvent],
     by_round: dict[int, list[CalibrationResult]] = defaultdict(list)
     by_mode: dict[str, list[CalibrationResult]] = defaultdict(list)
     for r in results:
-        by_round[r.lineage.round].append(r)
         by_mode[r.lineage.mode].append(r)
+    # A seed sent through admission (``aes run``) shows under its mode, not in the proposer's numbers.
+    results = [r for r in results if r.lineage.mode != "seed"]
+    for r in results:
+        by_round[r.lineage.round].append(r)
     total = _tally(results)
     return Status(
         candidates=total.candidates,

@@ -4,33 +4,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 from pathlib import Path
-
-from aes_proto import subjects
-from aes_proto.messages import LearnerStats, ServingUpdate
 
 from aes_lib.bus import Bus
 from aes_lib.config import Settings
 from aes_lib.flywheel.config import FlywheelConfig
-from aes_ops.readout import skipped, snapshot, unique
-from aes_ops.report import build
 from aes_lib.flywheel.status import skipped_notes
+from aes_ops import report
 
 
 async def _report(out: Path) -> dict[str, int]:
-    """Write the report; the undecodable messages it had to leave out, by subject."""
-    config = FlywheelConfig.from_env()
     async with await Bus.connect(Settings.from_env(), name="aes-report") as bus:
-        snap = await snapshot(bus, config)
-        learner = await bus.history(subjects.LEARNER_STATS, LearnerStats)
-        serving = await bus.history(subjects.SERVING_VERSION, ServingUpdate)
-    status = dataclasses.replace(snap.status, skipped={**snap.status.skipped, **skipped([learner, serving])})
-    page = build(status, snap.results, snap.rollouts, len(snap.pool), snap.pool_by_category,
-                 (config.band_low, config.band_high), unique(learner), unique(serving))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(page)
-    return status.skipped
+        return await report.write(bus, FlywheelConfig.from_env(), out)
 
 
 def _run(args: argparse.Namespace) -> int:
