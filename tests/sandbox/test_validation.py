@@ -144,6 +144,41 @@ async def test_oracle_and_nop_agents(make_task, images, test_label) -> None:
     assert "reward 2/2" in oracle.verifier.output and "reward 0/2" in nop.verifier.output
 
 
+CHANGES = """#!/bin/bash
+set -e
+mkdir -p "/app/dir with space/sub" /opt/empty && printf x > "/app/dir with space/sub/f"
+printf 'hello\\n' > /app/greeting.txt && touch -d 2001-01-01 /app/greeting.txt
+printf 'new\\nline' > $'/app/new\\nline'
+ln -s /app/greeting.txt /app/link && ln /app/greeting.txt /app/hard
+chown nobody:nogroup /app/input.txt && chmod 640 /app/input.txt
+mv /etc/selinux /etc/selinux-moved && rm /etc/debian_version && rm -r /var/cache/debconf
+"""
+CHECKS = """import os
+from pathlib import Path
+
+
+def test_new_and_changed_files():
+    assert Path("/app/dir with space/sub/f").read_text() == "x" and Path("/opt/empty").is_dir()
+    assert Path("/app/greeting.txt").read_text() == "hello\\n"
+    assert Path("/app/greeting.txt").stat().st_mtime < 1e9 and Path("/app/new\\nline").read_text() == "new\\nline"
+    st = os.stat("/app/input.txt")
+    assert (st.st_uid, oct(st.st_mode & 0o777)) == (65534, "0o640")
+
+
+def test_links_renames_and_deletions():
+    assert os.readlink("/app/link") == "/app/greeting.txt" and os.path.samefile("/app/hard", "/app/greeting.txt")
+    assert Path("/etc/selinux-moved/semanage.conf").is_file() and not Path("/etc/selinux").exists()
+    assert not Path("/etc/debian_version").exists() and not Path("/var/cache/debconf").exists()
+"""
+
+
+async def test_verifier_sees_the_agents_final_files(make_task, images, test_label) -> None:
+    # The verifier runs in a fresh container: every kind of change must be carried into it.
+    task = Task.load(make_task({"solution/solve.sh": CHANGES, "tests/test_outputs.py": CHECKS}))
+    r = await run_trial(task, OracleAgent(task), images, labels=test_label)
+    assert r.reward == 1.0, r.log()
+
+
 @dataclasses.dataclass
 class SaboteurAgent:
     """Kills the container's keep-alive, which stops the container under the trial."""

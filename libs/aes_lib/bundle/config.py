@@ -71,7 +71,8 @@ class VerifierConfig(_Section, frozen=True):
     env: EnvVars = {}
     """Environment variables set for the verifier."""
     environment_mode: Literal["shared"] | None = None
-    """Only ``shared`` (the verifier runs in the agent's container); ``separate`` needs a
+    """Only ``shared`` (the verifier sees the agent's final files; this sandbox runs it in a fresh
+    container of the same image, see ``aes_lib.sandbox.verifier``); ``separate`` needs a
     verifier image, which this sandbox does not build."""
 
 

@@ -14,9 +14,10 @@ import os
 import socket
 import tarfile
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import IO
 
 import docker
 import docker.errors
@@ -66,6 +67,9 @@ sig=STOP n=0
 while [ $n -lt 50 ]; do sweep; [ $new = 1 ] || break; n=$((n + 1)); done
 sig=KILL; sweep; true
 """
+KILL_ALL = _SWEEP
+"""Shell code that, at the start of a root script given no arguments, does ``kill_all`` but
+spares the script's own shell (saves an exec)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,14 +136,28 @@ async def _call(fn, *args, **kwargs):
         raise SandboxError(str(e)) from e
 
 
-def _read_limited(stream, max_bytes: int, what: str) -> bytes:
-    """Join a get_archive stream, refusing (before buffering it) more than ``max_bytes``."""
-    buf = bytearray()
+def _copy_limited(stream, dest: IO[bytes], max_bytes: int, what: str) -> None:
+    """Write a get_archive stream to ``dest``, refusing (before writing it) more than ``max_bytes``."""
+    size = 0
     for chunk in stream:
-        buf += chunk
-        if len(buf) > max_bytes:
+        size += len(chunk)
+        if size > max_bytes:
             raise SandboxError(f"{what}: more than {max_bytes} bytes")
-    return bytes(buf)
+        dest.write(chunk)
+
+
+def dir_entry(name: str) -> tarfile.TarInfo:
+    """A root-owned 0755 directory's tar header."""
+    info = tarfile.TarInfo(name)
+    info.type, info.mode = tarfile.DIRTYPE, 0o755
+    return info
+
+
+def add_dir(tar: tarfile.TarFile, local: Path, prefix: str) -> None:
+    """Add directory ``prefix`` (root-owned, 0755) holding the contents of ``local``."""
+    tar.addfile(dir_entry(prefix))
+    for path in sorted(local.rglob("*")):
+        tar.add(path, arcname=f"{prefix}/{path.relative_to(local)}", recursive=False)
 
 
 def owner_labels() -> dict[str, str]:
@@ -236,10 +254,14 @@ class Sandbox:
         user: str | int | None = None,
         env: Mapping[str, str] | None = None,
         workdir: str | None = None,
+        stdout: Callable[[bytes], object] | None = None,
     ) -> ExecResult:
         """Run ``cmd`` with bash (or sh); on timeout kill every process it started.
 
         Processes it leaves running when it ends in time are kept (a server for later steps).
+        With ``stdout``, each piece of the command's standard output, whole and unchanged, is
+        passed to it (an exception it raises ends the exec), and the result keeps only the
+        standard error.
         """
         api = self.client.api
         user = "" if user is None else str(user)
@@ -256,8 +278,15 @@ class Sandbox:
         out = _Output(self.max_output)
 
         def pump() -> None:
-            for chunk in api.exec_start(exec_id, stream=True):
-                out.add(chunk)
+            if stdout is None:
+                for chunk in api.exec_start(exec_id, stream=True):
+                    out.add(chunk)
+                return
+            for data, err in api.exec_start(exec_id, stream=True, demux=True):
+                if data:
+                    stdout(data)
+                if err:
+                    out.add(err)
 
         task = asyncio.ensure_future(asyncio.to_thread(pump))
         timed_out = False
@@ -289,18 +318,22 @@ class Sandbox:
         """Kill every process an agent left running: all but init and the keep-alive."""
         await self._sweep("", "0")
 
+    async def inspect(self) -> dict:
+        """The container's current ``docker inspect`` record."""
+        await _call(self.container.reload)
+        return self.container.attrs
+
     async def put_dir(self, local: str | Path, remote: str) -> None:
         """Copy the contents of directory ``local`` into ``remote``, which becomes a root-owned
         0755 directory (missing parents are created by the daemon)."""
-        local, prefix = Path(local), remote.strip("/")
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
-            top = tarfile.TarInfo(prefix)
-            top.type, top.mode = tarfile.DIRTYPE, 0o755
-            tar.addfile(top)
-            for path in sorted(local.rglob("*")):
-                tar.add(path, arcname=f"{prefix}/{path.relative_to(local)}", recursive=False)
+            add_dir(tar, Path(local), remote.strip("/"))
         await _call(self.container.put_archive, "/", buf.getvalue())
+
+    async def put_archive(self, archive: IO[bytes]) -> None:
+        """Extract tar ``archive`` (read from where it stands) at /."""
+        await _call(self.container.put_archive, "/", archive)
 
     async def put_file(self, data: bytes, remote: str, mode: int = 0o644) -> None:
         """Write ``data`` to the file ``remote`` (missing parents are created)."""
@@ -311,15 +344,23 @@ class Sandbox:
             tar.addfile(info, io.BytesIO(data))
         await _call(self.container.put_archive, "/", buf.getvalue())
 
+    async def get_archive(self, remote: str, dest: IO[bytes], max_bytes: int) -> bool:
+        """Write Docker's tar of ``remote`` to ``dest`` (at most ``max_bytes``); False if absent."""
+        try:
+            stream, _ = await asyncio.to_thread(self.container.get_archive, remote)
+        except docker.errors.NotFound:
+            return False
+        await asyncio.to_thread(_copy_limited, stream, dest, max_bytes, remote)
+        return True
+
     async def get_files(self, remote_dir: str, max_bytes: int = 16 << 20) -> dict[str, bytes]:
         """Every regular file under ``remote_dir`` (relative path -> bytes) in one copy; {} if absent."""
-        try:
-            stream, _ = await asyncio.to_thread(self.container.get_archive, remote_dir.rstrip("/") + "/.")
-        except docker.errors.NotFound:
+        buf = io.BytesIO()
+        if not await self.get_archive(remote_dir.rstrip("/") + "/.", buf, max_bytes):
             return {}
-        data = await asyncio.to_thread(_read_limited, stream, max_bytes, remote_dir)
+        buf.seek(0)
         out = {}
-        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        with tarfile.open(fileobj=buf) as tar:
             for m in tar:
                 f = tar.extractfile(m) if m.isreg() else None
                 if f is not None:
@@ -344,12 +385,11 @@ class Sandbox:
 
     async def get_dir(self, remote: str, local: str | Path, max_bytes: int = 256 << 20) -> bool:
         """Copy directory ``remote`` into ``local`` (links and special files skipped); False if absent."""
-        try:
-            stream, _ = await asyncio.to_thread(self.container.get_archive, remote.rstrip("/") + "/.")
-        except docker.errors.NotFound:
+        buf = io.BytesIO()
+        if not await self.get_archive(remote.rstrip("/") + "/.", buf, max_bytes):
             return False
-        data = await asyncio.to_thread(_read_limited, stream, max_bytes, remote)
+        buf.seek(0)
         Path(local).mkdir(parents=True, exist_ok=True)
-        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        with tarfile.open(fileobj=buf) as tar:
             tar.extractall(local, members=[m for m in tar if m.isreg() or m.isdir()], filter="data")
         return True

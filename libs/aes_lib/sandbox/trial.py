@@ -1,28 +1,34 @@
 """One trial, run the way Harbor runs it: the agent's turn, then the verifier.
 
-The agent sees the instruction and the container only: /solution is copied in
-by the oracle agent alone, /tests only after the agent's turn. Before the
-verifier runs, every process the agent left behind is killed (so none can write
-a reward later), /logs/verifier is emptied (a planted reward is ignored) and
-/tests is replaced by the task's tests/.
+The agent sees the instruction and its container only: /solution is copied in by
+the oracle agent alone, and the tests never enter the agent's container. The
+verifier runs in a second container from the same image, untouched by the agent:
+the agent's changed files are carried into it (not its processes, not its changes
+to the toolchain, /tests or /logs; see ``aes_lib.sandbox.verifier``), the agent's
+container is removed, and tests/test.sh runs with the image's own python, pytest
+and shell, an empty /logs/verifier and the task's tests/ as /tests.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import math
 import time
-from typing import Protocol
+from collections.abc import Awaitable
+from typing import Protocol, TypeVar
 
 from aes_lib.bundle import Task
+from aes_lib.sandbox import verifier
 from aes_lib.sandbox.container import ExecResult, LimitCaps, Limits, Sandbox, SandboxError
 from aes_lib.sandbox.images import ImageCache
 
 DEFAULT_AGENT_TIMEOUT = 600.0
 """Agent seconds for a task whose [agent].timeout_sec is unset."""
 VERIFIER_DIR = "/logs/verifier"
+T = TypeVar("T")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,20 +146,19 @@ async def run_trial(
     caps: LimitCaps | None = None,
     labels: dict[str, str] | None = None,
 ) -> TrialResult:
-    """Build (or reuse) the image, start a sandbox, run the agent then the verifier."""
+    """Build (or reuse) the image, start the agent's sandbox and the verifier's, run the
+    agent then the verifier."""
     t0 = time.monotonic()
     image = image or await images.build(task)
-    cfg = task.config
-    async with Sandbox.start(
-        image,
-        Limits.for_task(cfg.environment, caps),
-        client=images.client,
-        labels=labels,
-        env=cfg.environment.env,
-        workdir=cfg.environment.workdir,
-    ) as sb:
+    env = task.config.environment
+    async with contextlib.AsyncExitStack() as stack:
+        sb, fresh = await _all(*(
+            stack.enter_async_context(Sandbox.start(image, Limits.for_task(env, caps), client=images.client,
+                                                    labels=labels, env=env.env, workdir=env.workdir))
+            for _ in ("agent", "verifier")
+        ))
         try:
-            outcome, verifier, json_bytes, txt_bytes = await _agent_then_verifier(sb, task, agent)
+            outcome, result, json_bytes, txt_bytes = await _agent_then_verifier(sb, fresh, task, agent)
         except SandboxError as e:  # e.g. the agent stopped its own container
             return TrialResult(reward=0.0, metrics={}, agent=AgentOutcome(output=str(e)),
                                verifier=ExecResult(exit_code=None, output=""), error=f"sandbox failed: {e}",
@@ -163,31 +168,47 @@ async def run_trial(
         error = ""
     except RewardError as e:
         reward, metrics, error = 0.0, {}, str(e)
-    return TrialResult(reward=reward, metrics=metrics, agent=outcome, verifier=verifier, error=error,
+    return TrialResult(reward=reward, metrics=metrics, agent=outcome, verifier=result, error=error,
                        seconds=time.monotonic() - t0)
 
 
 async def _agent_then_verifier(
-    sb: Sandbox, task: Task, agent: Agent
+    sb: Sandbox, fresh: Sandbox, task: Task, agent: Agent
 ) -> tuple[AgentOutcome, ExecResult, bytes | None, bytes | None]:
+    # The verifier's container is surveyed while the agent works and its changes are taken:
+    # nothing touches that container before restore.
+    survey = asyncio.ensure_future(verifier.survey(fresh, task.config.environment.env))
+    try:
+        outcome = await _agent_turn(sb, task, agent)
+        snap = await verifier.snapshot(sb)
+    except BaseException:
+        survey.cancel()
+        await asyncio.gather(survey, return_exceptions=True)
+        raise
+    with snap:
+        pristine = await survey
+        # The agent's container is gone before the tests start: none of its processes reach them.
+        await _all(sb.close(), verifier.restore(fresh, pristine, snap, task.tests_dir))
+    cfg = task.config.verifier
+    result = await fresh.exec("bash /tests/test.sh", timeout=cfg.timeout_sec, user=0,
+                              env={"HOME": pristine.home, **cfg.env})
+    files = await fresh.get_files(VERIFIER_DIR)
+    return outcome, result, files.get("reward.json"), files.get("reward.txt")
+
+
+async def _agent_turn(sb: Sandbox, task: Task, agent: Agent) -> AgentOutcome:
     budget = agent_timeout(task)
     try:
         # The agent's own commands have timeouts; this bounds the agent's whole turn.
-        outcome = await asyncio.wait_for(agent.run(sb, task.instruction), budget + 30)
+        return await asyncio.wait_for(agent.run(sb, task.instruction), budget + 30)
     except asyncio.TimeoutError:
-        outcome = AgentOutcome(timed_out=True, output=f"agent exceeded {budget:.0f}s")
-    await sb.kill_all()
-    verifier = await _verify(sb, task)
-    files = await sb.get_files(VERIFIER_DIR)
-    return outcome, verifier, files.get("reward.json"), files.get("reward.txt")
+        return AgentOutcome(timed_out=True, output=f"agent exceeded {budget:.0f}s")
 
 
-async def _verify(sb: Sandbox, task: Task) -> ExecResult:
-    await sb.exec(f"rm -rf /tests {VERIFIER_DIR} && mkdir -p {VERIFIER_DIR}", timeout=60, user=0)
-    await sb.put_dir(task.tests_dir, "/tests")
-    return await sb.exec(
-        "bash /tests/test.sh",
-        timeout=task.config.verifier.timeout_sec,
-        user=0,
-        env=task.config.verifier.env,
-    )
+async def _all(*aws: Awaitable[T]) -> list[T]:
+    """Await every one of ``aws``, then raise the first failure (none is left running)."""
+    results = await asyncio.gather(*aws, return_exceptions=True)
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+    return results  # type: ignore[return-value]
