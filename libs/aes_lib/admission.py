@@ -3,7 +3,8 @@
 ``CandidateEnv.route`` lists the stages still to pass, the current one first.
 ``forward`` pops the current stage, appends its verdict and publishes to the
 next; ``reject`` ends the candidate's trip with a ``CalibrationResult`` so the
-pool, planner and status see every outcome. Both derive the idempotency key from
+pool, planner and status see every outcome, and may send it back to its proposer
+as a revision (which starts the route again). Both derive the idempotency key from
 the candidate's, so a redelivered candidate republishes the same key.
 ``check_route`` refuses, at startup, a route that would strand candidates.
 """
@@ -18,7 +19,7 @@ from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
 from aes_proto import subjects
-from aes_proto.messages import CalibrationResult, CandidateEnv, Verdict
+from aes_proto.messages import Assignment, CalibrationResult, CandidateEnv, Verdict
 
 from aes_lib.bus.streams import stream_for
 from aes_lib.service import Context, Service
@@ -117,7 +118,8 @@ async def forward(ctx: Context, candidate: CandidateEnv, verdict: Verdict) -> Ca
     return nxt
 
 
-def rejection(candidate: CandidateEnv, verdict: Verdict, proposer_reward: float) -> CalibrationResult:
+def rejection(candidate: CandidateEnv, verdict: Verdict, proposer_reward: float,
+              resubmitted: bool = False) -> CalibrationResult:
     """The final result of a candidate that failed ``verdict.stage``."""
     _check_head(candidate, verdict)
     if not 0.0 <= proposer_reward <= 1.0:
@@ -129,14 +131,19 @@ def rejection(candidate: CandidateEnv, verdict: Verdict, proposer_reward: float)
         lineage=candidate.lineage,
         decision="rejected",
         proposer_reward=proposer_reward,
+        resubmitted=resubmitted,
         bundle=candidate.bundle,
         verdicts=(*candidate.verdicts, verdict),
         proposal=candidate.proposal,
     )
 
 
-async def reject(ctx: Context, candidate: CandidateEnv, verdict: Verdict, proposer_reward: float = 0.0) -> CalibrationResult:
-    """Publish the rejection of ``candidate`` on ``aes.result.calibration``; returns it."""
-    result = rejection(candidate, verdict, proposer_reward)
+async def reject(ctx: Context, candidate: CandidateEnv, verdict: Verdict, proposer_reward: float = 0.0,
+                 revision: Assignment | None = None) -> CalibrationResult:
+    """Publish the rejection of ``candidate`` on ``aes.result.calibration`` and, given its
+    ``revision``, send it back to its proposer (the result says ``resubmitted``); returns the result."""
+    result = rejection(candidate, verdict, proposer_reward, resubmitted=revision is not None)
     await ctx.publish(subjects.RESULT_CALIBRATION, result)
+    if revision is not None:
+        await ctx.publish(subjects.ASSIGNMENT, revision)
     return result

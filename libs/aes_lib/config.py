@@ -19,14 +19,14 @@ def _home() -> Path:
     return Path(os.environ.get("AES_HOME", Path.cwd() / ".aes")).resolve()
 
 
-def _stack_settings(home: Path) -> dict[str, str]:
+def _stack_settings(home: Path) -> dict[str, object]:
     try:
         data = json.loads((home / STACK_FILE).read_text())
+        return parse_fields(Settings, {k: str(v) for k, v in data.get("settings", {}).items()})
     except FileNotFoundError:
         return {}
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, KeyError) as e:
         raise StackFileError(f"cannot read {home / STACK_FILE}: {e}; run `aes down` then `aes up`") from e
-    return {k: str(v) for k, v in data.get("settings", {}).items()}
 
 
 class StackFileError(ValueError):
@@ -72,6 +72,13 @@ def _convert(kind: object, raw: str) -> object:
         return parse(raw)
     except (ValueError, KeyError):
         raise ValueError(f"expected {expected}") from None
+
+
+def parse_fields(cls: type, raw: dict[str, str]) -> dict[str, object]:
+    """``raw`` field values, written as text (``stack.json`` keeps them so), converted to
+    the annotated types of the settings dataclass ``cls``; ValueError for one that does not convert."""
+    hints = get_type_hints(cls)
+    return {name: _convert(hints[name], value) for name, value in raw.items()}
 
 
 def read_env(cls: type, error: type[Exception] = SettingsError) -> dict[str, object]:
@@ -149,6 +156,11 @@ class Settings:
     reset_paths: tuple[str, ...] = ()
     """Absolute paths (comma-separated) the reset gate compares between two builds, besides
     those the task's instruction, tests and solution name."""
+    contamination_required: bool = True
+    """Whether the contamination gate needs a held-out index (``aes contamination index SRC``):
+    without one it rejects every candidate (``no_heldout_index``). ``0`` lets candidates pass
+    unchecked instead, as the embedded stack (``aes up``, ``aes run``) does unless this is set;
+    ``aes health`` and ``aes status`` warn while no index is registered."""
     route: str = "validate,contamination,review,reset,calibrate"
     """Admission stages in order (comma-separated); a domain gate is one more name. Checked
     at startup: every stage needs a consumer and the last must decide (``calibrate``)."""

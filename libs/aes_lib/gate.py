@@ -4,7 +4,9 @@ Per candidate the base fetches the bundle (with the I/O deadline; a store fault 
 transient and redelivers, see ``aes_lib.faults``), checks that ``env_id`` is the
 bundle's sha256, unpacks it off the event loop under ``limits``, maps bad bundle
 bytes to an ``invalid_bundle`` verdict, asks ``judge``, publishes the gate's result
-record and forwards or rejects along the route. A new domain gate is a subclass
+record and forwards or rejects along the route. A rejected candidate from a proposer
+with revisions left (``AES_MAX_REVISIONS``) goes back to it with the verdict and the
+gate's ``feedback``, and its revision repeats the whole route. A new domain gate is a subclass
 with a ``stage`` name and a ``judge``; run it with ``aes service module:Class`` and
 add the name to ``AES_ROUTE``.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import dataclasses
+import functools
 import hashlib
 import logging
 import shutil
@@ -22,11 +25,13 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from aes_proto import subjects
-from aes_proto.messages import CandidateEnv, GateResult, Verdict
+from aes_proto.messages import Assignment, CandidateEnv, GateResult, Verdict
 
 from aes_lib import faults
 from aes_lib.admission import forward, reject
 from aes_lib.bundle import BundleError, BundleLimits, Task, unpack
+from aes_lib.flywheel.config import FlywheelConfig
+from aes_lib.flywheel.revision import check_feedback, revision_assignment, sends_back
 from aes_lib.service import Context, Service
 
 log = logging.getLogger(__name__)
@@ -74,18 +79,36 @@ class Gate(Service[CandidateEnv], abc.ABC):
         """What the gate's log line carries besides the verdict (e.g. the validator's rewards)."""
         return {}
 
+    def feedback(self, judgement: Judgement) -> str | None:
+        """What the proposer revising a rejected candidate reads besides the verdict (a build
+        log, a trial's output); None when the failure is not the candidate's, so no revision
+        of it could pass and it is not sent back."""
+        return ""
+
+    @functools.cached_property
+    def max_revisions(self) -> int:
+        """Times one assignment may go back to its proposer (``AES_MAX_REVISIONS``)."""
+        return FlywheelConfig.from_env().max_revisions
+
     async def handle(self, msg: CandidateEnv, ctx: Context) -> None:
         judgement = await self._judged(msg, ctx)
         v = judgement.verdict
+        revision = None if v.ok else self._revision(msg, judgement)
         log.info("gate verdict", extra={
             "stage": self.stage, "verdict": "pass" if v.ok else "fail", "reason": v.reason, "detail": v.detail,
             "env_id": msg.env_id, "assignment_id": msg.lineage.assignment_id, "revision": msg.lineage.revision,
-            **self.facts(judgement)})
+            "sent_back": revision is not None, **self.facts(judgement)})
         await self.record(msg, judgement, ctx)
-        if judgement.verdict.ok:
-            await forward(ctx, msg, judgement.verdict)
+        if v.ok:
+            await forward(ctx, msg, v)
         else:
-            await reject(ctx, msg, judgement.verdict)
+            await reject(ctx, msg, v, revision=revision)
+
+    def _revision(self, msg: CandidateEnv, judgement: Judgement) -> Assignment | None:
+        evidence = self.feedback(judgement)
+        if evidence is None or not sends_back(msg.lineage, self.max_revisions):
+            return None
+        return revision_assignment(msg, msg.direction, check_feedback(judgement.verdict, evidence))
 
     async def _judged(self, msg: CandidateEnv, ctx: Context) -> Judgement:
         data = await faults.call(ctx.blobs.get_bytes, msg.bundle, deadline=ctx.settings.io_deadline,

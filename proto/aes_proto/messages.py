@@ -132,6 +132,8 @@ class CandidateEnv(Message, frozen=True):
     """sha256 of the bundle archive."""
     bundle: BlobRef
     lineage: Lineage
+    direction: Direction = "new"
+    """The assignment's direction, kept when a failed check sends the candidate back."""
     route: tuple[str, ...] = ()
     verdicts: tuple[Verdict, ...] = ()
     prompt_tokens: int = 0

@@ -140,6 +140,10 @@ def learner_section(stats: Sequence[LearnerStats], serving: Sequence[ServingUpda
     return f"<h2>Learner</h2>{body}<table>{table}</table>"
 
 
+def _rounds(mean: float | None) -> str:
+    return f"{mean:.2f}" if mean is not None else "-"
+
+
 def build(status: Status, results: Sequence[CalibrationResult], rollouts: Sequence[RolloutSummary],
           pool_size: int, pool_by_category: dict[str, int], band: tuple[float, float],
           learner: Sequence[LearnerStats] = (), serving: Sequence[ServingUpdate] = ()) -> str:
@@ -149,7 +153,8 @@ def build(status: Status, results: Sequence[CalibrationResult], rollouts: Sequen
              ("Valid rate per round", rounds_plot(status))]
     rows = "".join(
         f"<tr><td>{k}</td><td>{t.candidates}</td><td>{t.valid}</td><td>{t.admitted}</td>"
-        f"<td>{100 * t.valid_rate:.1f}%</td></tr>" for k, t in status.rounds.items()
+        f"<td>{100 * t.valid_rate:.1f}%</td><td>{_rounds(t.rounds_per_admitted)}</td></tr>"
+        for k, t in status.rounds.items()
     )
     figures = "".join(f"<h2>{html.escape(t)}</h2>{_img(t, b)}" for t, b in plots)
     return (
@@ -157,7 +162,8 @@ def build(status: Status, results: Sequence[CalibrationResult], rollouts: Sequen
         "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto}td,th{padding:.2em .8em}</style>"
         f"</head><body><h1>AutoEnvScaling report</h1><p>Generated {now}.</p>"
         f"<pre>{html.escape(render(status, pool_size, pool_by_category))}</pre>"
-        "<h2>Per round</h2><table><tr><th>round</th><th>candidates</th><th>valid</th><th>admitted</th><th>valid rate</th></tr>"
+        "<h2>Per round</h2><table><tr><th>round</th><th>candidates</th><th>valid</th><th>admitted</th><th>valid rate</th>"
+        "<th>rounds per accepted task</th></tr>"
         f"{rows}</table>{figures}{learner_section(learner, serving)}</body></html>"
     )
 

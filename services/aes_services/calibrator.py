@@ -18,7 +18,7 @@ from aes_proto.messages import CalibrationResult, CandidateEnv, Verdict
 from aes_proto.records import CALIBRATION_BUCKET
 
 from aes_lib.flywheel.calibrate import DIAGNOSTIC, calibrate
-from aes_lib.flywheel.revision import RolloutEvidence, feedback_text, revision_assignment
+from aes_lib.flywheel.revision import RolloutEvidence, feedback_text, revision_assignment, sends_back
 from aes_lib.flywheel.runners.rollouts import announce, cached
 from aes_lib.service import Context
 from aes_services.solver_backed import SolverBackedService
@@ -43,7 +43,7 @@ class CalibratorService(SolverBackedService[CandidateEnv]):
     async def handle(self, msg: CandidateEnv, ctx: Context) -> None:
         assert self.runner is not None and self.config is not None
         runner, rule = self.runner, self.config.rule
-        if msg.lineage.mode == "seed":  # no proposer to send a seed back to: decide, never revise
+        if not sends_back(msg.lineage, rule.max_revisions):  # a seed, or no revision left: decide, never revise
             rule = dataclasses.replace(rule, max_revisions=0)
         kv = await ctx.kv(CALIBRATION_BUCKET)
 
@@ -73,5 +73,5 @@ class CalibratorService(SolverBackedService[CandidateEnv]):
             verdicts=msg.verdicts + (Verdict(stage="calibrate", ok=d.outcome == "admitted", reason=d.outcome,
                                              detail=feedback if d.outcome != "admitted" else ""),),
         ))
-        if d.resubmit:
-            await ctx.publish(subjects.ASSIGNMENT, revision_assignment(msg, d, feedback))
+        if d.resubmit and d.direction is not None:
+            await ctx.publish(subjects.ASSIGNMENT, revision_assignment(msg, d.direction, feedback, pass_rate=d.mean))

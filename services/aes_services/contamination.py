@@ -1,9 +1,11 @@
 """Contamination gate: reject a candidate whose instruction shares a 13-gram with a held-out task.
 
 The held-out index is the one registered with ``aes contamination index SRC``; it
-is re-read whenever the registration changes. Without any registered index the
-gate passes candidates with reason ``no_index`` (recorded in the verdict), so a
-stack without a held-out benchmark copy still runs and the gap stays visible.
+is re-read whenever the registration changes. Without any registered index the gate
+fails closed: it rejects every candidate (``no_heldout_index``, never sent back for
+revision: no revision could pass) unless ``AES_CONTAMINATION_REQUIRED=0``, which
+passes them with reason ``no_index`` (recorded in the verdict; ``aes health`` and
+``aes status`` warn).
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ from aes_lib.gate import Gate, Judgement
 from aes_lib.service import Context
 
 GATE = "contamination"
+NO_HELDOUT_INDEX = "no_heldout_index"
+NO_INDEX_HELP = ("no held-out index registered: register a held-out index with `aes contamination index SRC`, "
+                 "or set AES_CONTAMINATION_REQUIRED=0 to run without one")
 log = logging.getLogger(__name__)
 
 
@@ -42,13 +47,17 @@ class ContaminationService(Gate):
 
     async def judge(self, task: Task, candidate: CandidateEnv, ctx: Context) -> Judgement:
         index = await self._current_index(ctx)
-        verdict, match = verdict_of(index, task.instruction)
+        verdict, match = verdict_of(index, task.instruction, ctx.settings.contamination_required)
         return Judgement(verdict, (index, match))
 
     def facts(self, judgement: Judgement) -> dict[str, object]:
         _, match = judgement.evidence or (None, None)
         overlap = {"heldout_task": match.heldout_id, "ngram": match.ngram} if match else {}
         return {"index": self._ref.key if self._ref else "", **overlap}
+
+    def feedback(self, judgement: Judgement) -> str | None:
+        # The deployment's gap, not the candidate's fault: a revision would be rejected the same way.
+        return None if judgement.verdict.reason == NO_HELDOUT_INDEX else ""
 
     async def record(self, candidate: CandidateEnv, judgement: Judgement, ctx: Context) -> None:
         index, match = judgement.evidence or (self._index, None)
@@ -62,10 +71,13 @@ class ContaminationService(Gate):
         )
 
 
-def verdict_of(index: NgramIndex | None, instruction: str) -> tuple[Verdict, Match | None]:
-    """The gate's verdict on one instruction, and the shared n-gram when there is one."""
+def verdict_of(index: NgramIndex | None, instruction: str, required: bool) -> tuple[Verdict, Match | None]:
+    """The gate's verdict on one instruction, and the shared n-gram when there is one.
+    Without an index: a rejection when one is ``required``, else a pass saying it was unchecked."""
+    if index is None and required:
+        return Verdict(stage=GATE, ok=False, reason=NO_HELDOUT_INDEX, detail=NO_INDEX_HELP), None
     if index is None:
-        detail = "no held-out index registered: run `aes contamination index SRC`"
+        detail = "unchecked: no held-out index registered and AES_CONTAMINATION_REQUIRED=0"
         return Verdict(stage=GATE, ok=True, reason="no_index", detail=detail), None
     match = index.check(instruction)
     if match is None:

@@ -4,7 +4,8 @@ For each candidate on ``aes.candidate.validate`` (fetched, checked and unpacked 
 ``Gate``): build the image once, run the reference solution and the empty solution
 concurrently from that image, and publish a ``ValidationResult`` (failure logs go to
 the blob store). A pass forwards the candidate along its route; a failure rejects it
-with proposer reward 0.
+with proposer reward 0 and, with revisions left, sends it back to its proposer with
+those logs.
 """
 
 from __future__ import annotations
@@ -64,6 +65,11 @@ class ValidatorService(Gate):
         if not isinstance(report, ValidationReport):  # a bad bundle never reached validate_task
             return {}
         return {"oracle_reward": report.oracle_reward, "nop_reward": report.nop_reward, "seconds": report.seconds}
+
+    def feedback(self, judgement: Judgement) -> str:
+        """The build log, or the oracle's and nop's agent and verifier output."""
+        report = judgement.evidence
+        return report.logs if isinstance(report, ValidationReport) else ""
 
     async def record(self, candidate: CandidateEnv, judgement: Judgement, ctx: Context) -> None:
         v, report = judgement.verdict, judgement.evidence

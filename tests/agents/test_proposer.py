@@ -141,6 +141,24 @@ async def test_workspace_layout(bus, tmp_path):
     assert (ws / "instructions.md").is_file() and (ws / "memory").is_dir() and (ws / "tools").is_dir()
 
 
+async def test_a_revision_workspace_shows_the_failed_checks_evidence_and_the_previous_candidate(bus, tmp_path):
+    from aes_proto.messages import Verdict
+
+    from aes_lib.flywheel.revision import check_feedback, revision_assignment
+
+    env_id, bundle = await _seed_parent(bus)
+    rejected = CandidateEnv(idempotency_key="c1", episode_id="ep1", env_id=env_id, bundle=bundle, direction="harder",
+                            lineage=_assignment(env_id, bundle).lineage, route=("reset", "calibrate"))
+    verdict = Verdict(stage="reset", ok=False, reason="oracle_failed_after_reset",
+                      detail="the reference solution fails on a fresh rebuild (reward 0)")
+    a = revision_assignment(rejected, rejected.direction, check_feedback(verdict, "FAILED test_rollup.py::test_totals"))
+    ws = build_workspace(tmp_path / "ws", a, bus.blobs, [], tmp_path / "state.tar.gz")
+    text = (ws / "assignment.md").read_text()
+    assert "direction: **harder**" in text and "revision 1 of a rejected candidate" in text
+    assert "Check failed: reset (oracle_failed_after_reset)" in text and "FAILED test_rollup.py::test_totals" in text
+    assert (ws / "past_environments" / "previous" / "instruction.md").read_text() == (PARENT / "instruction.md").read_text()
+
+
 async def test_state_archive_cannot_escape(tmp_path):
     from aes_lib.agents.proposer.workspace import restore_state
 

@@ -99,11 +99,27 @@ def all_services(config):
     from aes_services.review import ReviewService
     from aes_services.validator import ValidatorService
 
+    gates = (ValidatorService(), ContaminationService(), ReviewService(), ResetGateService())
+    for gate in gates:  # as the calibrator: the config's revision budget, not the environment's
+        gate.max_revisions = config.max_revisions
     return (
-        ProposerService(), ValidatorService(), ContaminationService(), ReviewService(), ResetGateService(),
+        ProposerService(), *gates,
         CalibratorService(config=config), PoolService(config), PoolReviewService(config=config),
         PolicyWatchService(config), RolloutStatsService(), PlannerService(config),
     )
+
+
+HELDOUT = ("Write a bash script that rotates the nginx access logs every night, compresses the old ones "
+           "with gzip and keeps exactly fourteen days of history in /var/log/nginx/archive.")
+"""A benchmark-like held-out instruction that no seed task shares a 13-gram with."""
+
+
+async def register_heldout(bus: Bus) -> None:
+    """Register a real held-out index, so the contamination gate checks candidates as in production."""
+    from aes_lib.contamination import KV_BUCKET, HeldoutTask, NgramIndex, register, save_index
+
+    index = NgramIndex.build([HeldoutTask("heldout/nginx-logrotate", HELDOUT)])
+    await register(await bus.kv(KV_BUCKET), save_index(bus.blobs, index))
 
 
 def one_turn_solve(seed) -> str:

@@ -24,7 +24,7 @@ from aes_ops.readout import snapshot
 from aes_ops.rounds import run_rounds
 from aes_ops.seeding import seed_pool
 
-from flywheel_helpers import all_services, running
+from flywheel_helpers import all_services, register_heldout, running
 from test_calibrator import SEED
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.model, pytest.mark.timeout(2400)]
@@ -39,9 +39,12 @@ RESULT_STREAM = {
 
 async def test_one_round_with_the_local_model_records_every_stage(local_model_url, fresh_nats, bus):
     settings = dataclasses.replace(fresh_nats, model_url=local_model_url, model="smollm2-135m")
-    config = FlywheelConfig(generation_mode="prompt", assignments_per_round=1, solver_max_turns=2, proposals_per_assignment=1)
+    # No revisions: each would be another episode of the small model, and this test is about the stages' records.
+    config = FlywheelConfig(generation_mode="prompt", assignments_per_round=1, solver_max_turns=2, proposals_per_assignment=1,
+                            max_revisions=0)
     store = PoolStore(await bus.kv(BUCKET))
     [seeded] = await seed_pool(bus, store, [SEED])
+    await register_heldout(bus)
 
     async def size() -> int:
         return len((await store.index()).active)

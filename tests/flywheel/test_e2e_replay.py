@@ -21,20 +21,24 @@ from aes_proto.messages import CalibrationResult, GateResult, PoolEvent, ReviewR
 from aes_lib.agents.proposer.files import format_files
 from aes_lib.flywheel.config import FlywheelConfig
 from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+from aes_ops.readout import snapshot
 from aes_ops.rounds import run_rounds
 from aes_ops.seeding import seed_pool
 from aes_lib.review.rubric import CRITERION_NAMES
 
-from flywheel_helpers import GIVE_UP_ONE, all_services, one_turn_solve, routed_replay, running
+from flywheel_helpers import GIVE_UP_ONE, all_services, one_turn_solve, register_heldout, routed_replay, running
 from test_calibrator import SEED
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
 
 
-def _variant_reply() -> str:
+def _variant_reply(solve: str | None = None) -> str:
+    """The seed's files with a new first line, and ``solve`` as its reference solution if given."""
     files = {str(p.relative_to(SEED)): p.read_text() for p in sorted(SEED.rglob("*"))
              if p.is_file() and p.relative_to(SEED).as_posix() != "tests/test.sh"}
     files["instruction.md"] = "Variant for the replay test.\n\n" + files["instruction.md"]
+    if solve is not None:
+        files["solution/solve.sh"] = solve
     return format_files(files)
 
 
@@ -53,6 +57,7 @@ async def test_round_admits_a_variant_then_review_retires_the_seed(fresh_nats, b
                                        proposer_model_url=proposer.url, proposer_model="replay")
         store = PoolStore(await bus.kv(BUCKET))
         [seeded] = await seed_pool(bus, store, [SEED])
+        await register_heldout(bus)
 
         async def size() -> int:
             return len((await store.index()).active)
@@ -68,7 +73,7 @@ async def test_round_admits_a_variant_then_review_retires_the_seed(fresh_nats, b
     [admitted] = [r for r in results if r.decision == "admitted"]
     assert admitted.rewards == (1.0, 0.0, 1.0, 0.0)
     assert [v.stage for v in admitted.verdicts] == ["validate", "contamination", "review", "reset", "calibrate"]
-    assert all(v.ok for v in admitted.verdicts)
+    assert all(v.ok for v in admitted.verdicts) and admitted.verdicts[1].reason == "ok"  # checked against the index
     # every stage's outcome is on its result stream
     assert [v.reason for v in await bus.history(subjects.RESULT_VALIDATION, ValidationResult)] == ["ok"]
     assert len(await bus.history(subjects.RESULT_REVIEW, ReviewResult)) == 1
@@ -92,8 +97,11 @@ async def test_a_third_party_gate_on_the_route_judges_the_round(fresh_nats, bus,
     files = {str(p.relative_to(SEED)): p.read_text() for p in sorted(SEED.rglob("*"))
              if p.is_file() and p.relative_to(SEED).as_posix() != "tests/test.sh"}
     files["instruction.md"] = "Count the rows of the input file and print how many there are.\n"
+    # One proposal, decided at once: no revision to send back.
     config = FlywheelConfig(generation_mode="prompt", assignments_per_round=1, solver_max_turns=1,
-                            proposals_per_assignment=1)
+                            proposals_per_assignment=1, max_revisions=0)
+    gate = NamesItsDataGate()
+    gate.max_revisions = config.max_revisions
     lines: list[str] = []
     with ReplayServer([format_files(files)]) as proposer, routed_replay([], REVIEW_OK) as solver:
         settings = dataclasses.replace(fresh_nats, model_url=solver.url, model="replay", proposer_model_url=proposer.url,
@@ -104,10 +112,53 @@ async def test_a_third_party_gate_on_the_route_judges_the_round(fresh_nats, bus,
         async def size() -> int:
             return len((await store.index()).active)
 
-        async with running(settings, NamesItsDataGate(), *all_services(config)):
+        async with running(settings, gate, *all_services(config)):
             [r1] = await run_rounds(bus, size, rounds=1, fresh=1, review=False, round_timeout=600, out=lines.append)
     assert r1.done and r1.finished == {"r1-000": "names-data:no_data_path"}, lines
     [result] = await bus.history(subjects.RESULT_CALIBRATION, CalibrationResult)
     assert [(v.stage, v.ok) for v in result.verdicts] == [("validate", True), ("names-data", False)]
     [record] = await bus.history(subjects.RESULT_GATE, GateResult)
     assert (record.gate, record.reason) == ("names-data", "no_data_path")
+
+
+async def test_a_gate_rejection_goes_back_with_its_evidence_and_the_revision_repeats_every_check(fresh_nats, bus):
+    """The proposer's first candidate has a reference solution that does nothing: the validator
+    rejects it and sends it back with the oracle's output; the revision (the working variant)
+    passes every stage again, from the first, and calibrates into the band."""
+    s, g = one_turn_solve(SEED), GIVE_UP_ONE
+    broken = _variant_reply(solve="#!/bin/bash\necho 'solve.sh: not implemented yet'\n")
+    config = FlywheelConfig(generation_mode="prompt", assignments_per_round=1, solver_max_turns=1,
+                            proposals_per_assignment=1)
+    lines: list[str] = []
+    with ReplayServer([broken, _variant_reply()]) as proposer, routed_replay([s, g, s, g], REVIEW_OK) as solver:
+        settings = dataclasses.replace(fresh_nats, model_url=solver.url, model="replay",
+                                       proposer_model_url=proposer.url, proposer_model="replay")
+        store = PoolStore(await bus.kv(BUCKET))
+        await seed_pool(bus, store, [SEED])
+        await register_heldout(bus)
+
+        async def size() -> int:
+            return len((await store.index()).active)
+
+        async with running(settings, *all_services(config)):
+            [r1] = await run_rounds(bus, size, rounds=1, fresh=1, review=False, round_timeout=600, out=lines.append)
+        snap = await snapshot(bus, config)
+    assert not solver.errors and not proposer.errors, (solver.errors, proposer.errors)
+    assert r1.done and r1.finished == {"r1-000": "admitted"}, lines
+
+    first, second = await bus.history(subjects.RESULT_CALIBRATION, CalibrationResult)
+    assert (first.lineage.revision, first.decision, first.resubmitted) == (0, "rejected", True)
+    assert [(v.stage, v.reason) for v in first.verdicts] == [("validate", "oracle_failed")]
+    assert (second.lineage.revision, second.decision) == (1, "admitted")
+    assert [v.stage for v in second.verdicts] == ["validate", "contamination", "review", "reset", "calibrate"]
+    assert [v.reason for v in await bus.history(subjects.RESULT_VALIDATION, ValidationResult)] == ["oracle_failed", "ok"]
+    assert any("result r1-000 rev0: validate:oracle_failed" in line and "revision 1 requested" in line for line in lines)
+
+    # The revision's proposer saw the failed check, the oracle's own output and its previous files.
+    prompt = proposer.requests[1]["messages"][1]["content"]
+    assert "Check failed: validate (oracle_failed)" in prompt and "solve.sh: not implemented yet" in prompt
+    assert "## Your previous candidate" in prompt and "revision 1 of a rejected candidate" in prompt
+
+    status = snap.status
+    assert (status.candidates, status.admitted, status.revised, status.rounds_per_admitted) == (2, 1, 1, 2.0)
+    assert status.mean_proposer_reward == 1.0  # the revised rejection is no final failure

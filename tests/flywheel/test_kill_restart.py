@@ -24,7 +24,7 @@ from aes_ops.rounds import decode_any, run_rounds
 from aes_ops.seeding import seed_pool
 from aes_services.pool import PoolService
 
-from flywheel_helpers import GIVE_UP_ONE, idle, one_turn_solve, routed_replay, wait_for
+from flywheel_helpers import GIVE_UP_ONE, idle, one_turn_solve, register_heldout, routed_replay, wait_for
 from replay_server import ReplayServer
 from test_calibrator import SEED
 from test_e2e_replay import REVIEW_OK, _variant_reply
@@ -70,6 +70,7 @@ async def test_sigkill_mid_round_loses_nothing_and_admits_once(victim, fresh_nat
                    AES_GENERATION_MODE="prompt", AES_SOLVER_MAX_TURNS="1", AES_TEST_ACK_WAIT="8",
                    AES_PROPOSALS_PER_ASSIGNMENT="1",
                    PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
+        await register_heldout(bus)
         procs = {name: _spawn(name, env, logs) for name in SERVICES}
         store = PoolStore(await bus.kv(BUCKET))
         [seeded] = await seed_pool(bus, store, [SEED])

@@ -34,6 +34,24 @@ def test_round_ends_when_every_assignment_ends_including_revisions():
     assert t.done and t.finished == {"r1-000": "validate:oracle_failed", "r1-001": "admitted"}
 
 
+def test_a_gate_rejection_sent_back_for_revision_does_not_end_the_assignment():
+    from aes_proto.messages import BlobRef, CandidateEnv
+
+    from aes_lib.admission import rejection
+
+    t = RoundTracker(round=1)
+    t.observe(PoolPlan(idempotency_key="p", episode_id="p", round=1, fresh=1))
+    t.observe(_a("r1-000"))
+    cand = CandidateEnv(idempotency_key="c", episode_id="r1-000", env_id="e" * 64, route=("validate", "calibrate"),
+                        bundle=BlobRef(key="b", sha256="b", size=1), lineage=Lineage(assignment_id="r1-000", round=1))
+    fail = Verdict(stage="validate", ok=False, reason="build_failed")
+    t.observe(rejection(cand, fail, 0.0, resubmitted=True))
+    assert not t.done
+    t.observe(_a("r1-000", rev=1))
+    t.observe(rejection(cand, fail, 0.0))
+    assert t.done and t.finished == {"r1-000": "validate:build_failed"}
+
+
 def test_dead_letter_on_the_admission_path_ends_an_assignment():
     t = RoundTracker(round=2)
     t.observe(PoolPlan(idempotency_key="p", episode_id="p", round=2, fresh=1))

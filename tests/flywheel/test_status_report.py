@@ -3,10 +3,12 @@
 import base64
 import re
 
-from aes_proto.messages import CalibrationResult, LearnerStats, Lineage, PoolEvent, RolloutSummary, ServingUpdate, Verdict
+from aes_proto.messages import (
+    BlobRef, CalibrationResult, LearnerStats, Lineage, PoolEvent, RolloutSummary, ServingUpdate, Verdict,
+)
 
 from aes_ops.report import build
-from aes_lib.flywheel.status import outcome_label, summarize, wilson
+from aes_lib.flywheel.status import outcome_label, render, summarize, wilson
 
 OK = Verdict(stage="validate", ok=True, reason="ok")
 
@@ -117,3 +119,52 @@ def test_report_without_learner_stats_says_why():
     assert "<img" not in section
     assert "<td>updates (solver)</td><td>0</td>" in section
     assert "<td>latest policy version served</td><td>none</td>" in section
+
+
+def test_revisions_count_rounds_per_accepted_task_and_only_final_rewards():
+    import msgspec
+
+    def rev(r, revision, resubmitted=False):
+        return msgspec.structs.replace(r, idempotency_key=f"{r.idempotency_key}:{revision}", resubmitted=resubmitted,
+                                       lineage=msgspec.structs.replace(r.lineage, revision=revision))
+
+    # r3-000 failed validation, was sent back and admitted on its second round; r3-001 took three.
+    failed = (Verdict(stage="validate", ok=False, reason="build_failed"),)
+    results = [rev(_r("r3-000", "rejected", failed, rnd=3), 0, resubmitted=True), rev(_r("r3-000", "admitted", rnd=3), 1),
+               rev(_r("r3-001", "too_hard", mean=0.0, rnd=3), 0, resubmitted=True),
+               rev(_r("r3-001", "rejected", failed, rnd=3), 1, resubmitted=True), rev(_r("r3-001", "admitted", rnd=3), 2),
+               _r("r3-002", "rejected", failed, rnd=3)]
+    s = summarize(results, [], [])
+    assert (s.candidates, s.admitted, s.revised) == (6, 2, 3)
+    assert s.rounds_per_admitted == 2.5 and s.rounds[3].rounds_per_admitted == 2.5
+    # r_P from final outcomes only: the rejections that were revised are no final failures.
+    assert s.mean_proposer_reward == (1.0 + 1.0 + 0.0) / 3
+    text = render(s, 0, {})
+    assert "sent back for revision: 3   rounds per accepted task: 2.50" in text
+    page = build(s, results, [], pool_size=0, pool_by_category={}, band=(0.25, 0.75))
+    assert "<th>rounds per accepted task</th>" in page and "<td>2.50</td>" in page
+    assert "rounds per accepted task: n/a" in render(summarize(results[-1:], [], []), 0, {})
+
+
+def test_status_leads_with_the_admission_gaps():
+    s = summarize(RESULTS, EVENTS, ROLLOUTS, gaps=["contamination check OFF: no held-out index"])
+    assert render(s, 3, {}).splitlines()[0] == "WARNING: contamination check OFF: no held-out index"
+
+
+def test_admission_gaps_say_when_a_check_is_closed_off_or_advisory():
+    from aes_lib.config import Settings
+    from aes_lib.review import ReviewSettings
+    from aes_ops.readout import admission_gaps
+
+    index = BlobRef(key="contamination/index/x.bin", sha256="x", size=1)
+    advisory, enforced = ReviewSettings(enforce=False), ReviewSettings(enforce=True)
+    [closed, review] = admission_gaps(Settings(), None, advisory)
+    assert (closed.stage, closed.closed) == ("contamination", True)
+    assert "no_heldout_index" in closed.text and "aes contamination index SRC" in closed.text
+    assert "AES_CONTAMINATION_REQUIRED=0" in closed.text
+    assert (review.stage, review.closed) == ("review", False) and "advisory" in review.text
+    [off] = admission_gaps(Settings(contamination_required=False), None, enforced)
+    assert not off.closed and off.text.startswith("contamination check OFF")
+    assert admission_gaps(Settings(), index, enforced) == []
+    assert [g.stage for g in admission_gaps(Settings(route="validate,calibrate"), index, enforced)] == [
+        "contamination", "review"]

@@ -48,6 +48,22 @@ async def test_reject_publishes_a_final_rejected_result(bus: Bus) -> None:
     assert result.lineage.mode == "feedback" and result.lineage.cost_usd == 0.0125
 
 
+async def test_reject_with_a_revision_sends_the_candidate_back(bus: Bus) -> None:
+    from aes_proto.messages import Assignment
+
+    from aes_lib.flywheel.revision import revision_assignment
+
+    fail = Verdict(stage="validate", ok=False, reason="build_failed", detail="exit 3")
+    revision = revision_assignment(CANDIDATE, "new", "the build log")
+    await reject(bus, CANDIDATE, fail, revision=revision)
+    (result,) = await bus.history(subjects.RESULT_CALIBRATION, CalibrationResult)
+    assert result.decision == "rejected" and result.resubmitted
+    sub = await bus.js.pull_subscribe(subjects.ASSIGNMENT, stream="AES_ASSIGNMENTS")
+    (msg,) = await sub.fetch(1, timeout=1)
+    await sub.unsubscribe()
+    assert decode(msg.data, Assignment) == revision
+
+
 async def test_a_stage_not_at_the_head_cannot_route(bus: Bus) -> None:
     wrong = Verdict(stage="review", ok=True, reason="ok")
     with pytest.raises(RouteError, match="review"):

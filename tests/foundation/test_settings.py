@@ -180,3 +180,22 @@ def test_real_classes_read_typed_values(monkeypatch, tmp_path):
     monkeypatch.setenv("AES_IO_DEADLINE", "soon")
     with pytest.raises(SettingsError, match="AES_IO_DEADLINE: expected a number, got 'soon'"):
         Settings.from_env()
+
+
+def test_a_stack_file_setting_is_read_back_typed(monkeypatch, tmp_path):
+    import json
+
+    from aes_lib.config import STACK_FILE, StackFileError
+
+    monkeypatch.setenv("AES_HOME", str(tmp_path))
+    monkeypatch.delenv("AES_CONTAMINATION_REQUIRED", raising=False)
+    assert Settings.from_env().contamination_required is True  # fail closed unless told otherwise
+    # `aes up` writes the embedded stack's opt-out as text: "0" must read as False, not as a true string.
+    (tmp_path / STACK_FILE).write_text(json.dumps({"settings": {"contamination_required": "0", "engine": "gguf"}}))
+    s = Settings.from_env()
+    assert s.contamination_required is False and s.engine == "gguf"
+    monkeypatch.setenv("AES_CONTAMINATION_REQUIRED", "1")  # the variable wins over the stack file
+    assert Settings.from_env().contamination_required is True
+    (tmp_path / STACK_FILE).write_text(json.dumps({"settings": {"contamination_required": "maybe"}}))
+    with pytest.raises(StackFileError, match="stack.json"):
+        Settings.from_env()

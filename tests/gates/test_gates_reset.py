@@ -1,4 +1,5 @@
-"""Reset gate: two no-cache builds must give the same initial state (real Docker)."""
+"""Reset gate: two no-cache builds must give the same initial state, and the reference solution
+must pass on the rebuild (real Docker)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from gate_tasks import write_task
 
 from aes_lib.bundle import Task
+from aes_lib.sandbox import ImageCache
 from aes_lib.sandbox.reset import check_reset, manifest_of_tar, task_roots
 
 DETERMINISTIC = """FROM aes-base:latest
@@ -27,6 +29,11 @@ def client():
     c.close()
 
 
+@pytest.fixture
+def images(client):
+    return ImageCache(client)
+
+
 def _task(tmp_path, name, dockerfile, instruction="Sum the numbers in input.csv.", **kw) -> Task:
     d = write_task(tmp_path, name, dockerfile, instruction, **kw)
     (d / "environment" / "data.txt").write_text("static\n")
@@ -38,40 +45,53 @@ def _images(client) -> set[str]:
 
 
 @pytest.mark.docker
-def test_deterministic_task_passes(tmp_path, client):
+async def test_deterministic_task_passes(tmp_path, client, images):
     before = _images(client)
-    report = check_reset(_task(tmp_path, "det", DETERMINISTIC), client)
+    report = await check_reset(_task(tmp_path, "det", DETERMINISTIC), images)
     assert report.ok and report.reason == "ok", report.detail
     assert report.roots == ("/app",)
     assert "paths identical under /app" in report.detail
+    assert "the reference solution scores 1.0 on the rebuild" in report.detail
     assert _images(client) == before  # both builds removed
 
 
 @pytest.mark.docker
-def test_task_baking_in_the_build_time_fails_with_that_path(tmp_path, client):
+async def test_a_reference_solution_failing_on_the_rebuild_fails_the_reset(tmp_path, client, images):
+    before = _images(client)
+    test_sh = ("#!/bin/sh\nif test -f /app/answer.txt; then echo 1 > /logs/verifier/reward.txt\n"
+               "else echo 'no /app/answer.txt'; echo 0 > /logs/verifier/reward.txt; fi\n")
+    report = await check_reset(_task(tmp_path, "unsolved", DETERMINISTIC, test_sh=test_sh), images)
+    assert not report.ok and report.reason == "oracle_failed_after_reset"
+    assert "reference solution fails on a fresh rebuild (reward 0)" in report.detail
+    assert report.roots == ("/app",) and "no /app/answer.txt" in report.logs  # the verifier's output
+    assert _images(client) == before
+
+
+@pytest.mark.docker
+async def test_task_baking_in_the_build_time_fails_with_that_path(tmp_path, images):
     dockerfile = "FROM aes-base:latest\nWORKDIR /app\nRUN echo ok > /app/fixed.txt && date +%s%N > /app/built_at.txt\n"
-    report = check_reset(_task(tmp_path, "date", dockerfile), client)
+    report = await check_reset(_task(tmp_path, "date", dockerfile), images)
     assert not report.ok and report.reason == "state_differs"
     assert report.differing == ("/app/built_at.txt",)
     assert "/app/built_at.txt (content differs)" in report.detail
 
 
 @pytest.mark.docker
-def test_random_value_outside_workdir_is_found_through_the_tests(tmp_path, client):
+async def test_random_value_outside_workdir_is_found_through_the_tests(tmp_path, images):
     dockerfile = (
         "FROM aes-base:latest\nWORKDIR /app\n"
         "RUN mkdir -p /opt/game && od -An -N8 -tx8 /dev/urandom > /opt/game/seed.txt\n"
     )
     test_sh = "#!/bin/sh\ngrep -q \"$(cat /opt/game/seed.txt)\" /app/answer.txt && echo 1 > /logs/verifier/reward.txt\n"
-    report = check_reset(_task(tmp_path, "rand", dockerfile, test_sh=test_sh), client)
+    report = await check_reset(_task(tmp_path, "rand", dockerfile, test_sh=test_sh), images)
     assert not report.ok and report.reason == "state_differs"
     assert "/opt/game/seed.txt" in report.differing
     assert set(report.roots) == {"/app", "/opt/game/seed.txt"}
 
 
 @pytest.mark.docker
-def test_a_failing_rebuild_is_reported(tmp_path, client):
-    report = check_reset(_task(tmp_path, "broken", "FROM aes-base:latest\nRUN exit 3\n"), client)
+async def test_a_failing_rebuild_is_reported(tmp_path, images):
+    report = await check_reset(_task(tmp_path, "broken", "FROM aes-base:latest\nRUN exit 3\n"), images)
     assert not report.ok and report.reason == "build_failed"
     assert "rebuild without cache failed" in report.detail
 

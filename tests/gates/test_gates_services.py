@@ -16,7 +16,7 @@ from replay_server import ReplayServer  # a replay/fault server standing in for 
 
 from aes_proto import decode, subjects
 from aes_proto.messages import (
-    CalibrationResult, CandidateEnv, ContaminationResult, DeadLetter, GateResult, Lineage, ReviewResult,
+    Assignment, CalibrationResult, CandidateEnv, ContaminationResult, DeadLetter, GateResult, Lineage, ReviewResult,
 )
 
 from aes_lib.bus import stream_for
@@ -28,13 +28,16 @@ from aes_services.reset_gate import ResetGateService
 from aes_services.review import ReviewService
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "flywheel"))
-from flywheel_helpers import running, wait_for  # noqa: E402
+from flywheel_helpers import drain_workqueue, running, wait_for  # noqa: E402
 
 HELDOUT = (
     "Write a bash script that rotates the nginx access logs every night, compresses the old ones "
     "with gzip and keeps exactly fourteen days of history in /var/log/nginx/archive."
 )
 CLEAN = "Count the lines of /app/data.txt that contain the word error and print the count."
+NEEDS_ANSWER = ("#!/bin/sh\nif test -f /app/answer.txt; then echo 1 > /logs/verifier/reward.txt\n"
+                "else echo 'no /app/answer.txt'; echo 0 > /logs/verifier/reward.txt; fi\n")
+"""A verifier that the gate tasks' reference solution (``true``) fails, saying why."""
 
 
 class NextStage:
@@ -89,30 +92,58 @@ def test_index_round_trips_through_the_blob_store(blob_store):
     assert again.to_bytes() == index.to_bytes()
 
 
+async def test_contamination_gate_fails_closed_without_an_index_unless_opted_out(fresh_nats, bus, tmp_path):
+    route = ("contamination", "review", "calibrate")
+    closed = _candidate(bus.blobs, _task(tmp_path, "clean", CLEAN), route, "closed")
+    async with running(fresh_nats, ContaminationService()):
+        await bus.publish(subjects.stage("contamination"), closed)
+        [result] = await asyncio.wait_for(wait_for(bus, subjects.RESULT_CALIBRATION, CalibrationResult, bool), 30)
+    verdict = result.verdicts[-1]
+    assert (result.decision, verdict.reason) == ("rejected", "no_heldout_index")
+    assert "aes contamination index SRC" in verdict.detail and "AES_CONTAMINATION_REQUIRED=0" in verdict.detail
+    # The deployment's gap is not the proposer's fault: nothing goes back for revision.
+    assert not result.resubmitted and (await bus.js.stream_info(stream_for(subjects.ASSIGNMENT))).state.messages == 0
+
+    opted_out = msgspec.structs.replace(closed, idempotency_key="open",
+                                        lineage=msgspec.structs.replace(closed.lineage, assignment_id="as-open"))
+    async with running(dataclasses.replace(fresh_nats, contamination_required=False), ContaminationService()), \
+            NextStage(bus, "review") as review:
+        await bus.publish(subjects.stage("contamination"), opted_out)
+        fwd = await asyncio.wait_for(review.take(), 30)
+    assert fwd.route == ("review", "calibrate")
+    assert fwd.verdicts[-1].ok and fwd.verdicts[-1].reason == "no_index" and "unchecked" in fwd.verdicts[-1].detail
+
+
+async def test_health_fails_without_an_index_and_warns_when_opted_out_or_advisory(fresh_nats, bus):
+    from aes_ops.stack import health
+
+    def admission(checks):
+        return {c.part: (c.ok, c.warning) for c in checks if c.part in ("contamination", "review")}
+
+    assert admission(await health(fresh_nats)) == {"contamination": (False, False), "review": (True, True)}
+    assert admission(await health(dataclasses.replace(fresh_nats, contamination_required=False))) == {
+        "contamination": (True, True), "review": (True, True)}
+    await register(await bus.kv(KV_BUCKET), save_index(bus.blobs, NgramIndex.build([HeldoutTask("tb/x", HELDOUT)])))
+    assert admission(await health(fresh_nats)) == {"review": (True, True)}
+
+
 async def test_contamination_gate_rejects_a_copy_and_forwards_the_rest(fresh_nats, bus, tmp_path):
     blobs = bus.blobs
     route = ("contamination", "review", "calibrate")
     clean = _candidate(blobs, _task(tmp_path, "clean", CLEAN), route, "clean")
+    await register(await bus.kv(KV_BUCKET), save_index(blobs, NgramIndex.build([HeldoutTask("tb/logrotate", HELDOUT)])))
     async with running(fresh_nats, ContaminationService()), NextStage(bus, "review") as review:
-        # No index registered yet: the candidate passes and the verdict says why.
-        await bus.publish(subjects.stage("contamination"), clean)
-        fwd = await asyncio.wait_for(review.take(), 30)
-        assert fwd.route == ("review", "calibrate")
-        assert fwd.verdicts[-1].stage == "contamination" and fwd.verdicts[-1].reason == "no_index"
-
-        await register(await bus.kv(KV_BUCKET), save_index(blobs, NgramIndex.build([HeldoutTask("tb/logrotate", HELDOUT)])))
         copied = "Please " + " ".join(tokens(HELDOUT)[5:18]) + " thanks"
         dirty = _candidate(blobs, _task(tmp_path, "dirty", copied), route, "dirty")
-        clean2 = msgspec.structs.replace(
-            clean, idempotency_key="clean2", lineage=msgspec.structs.replace(clean.lineage, assignment_id="as-clean2"))
         await bus.publish(subjects.stage("contamination"), dirty)
-        await bus.publish(subjects.stage("contamination"), clean2)
+        await bus.publish(subjects.stage("contamination"), clean)
 
         results = await asyncio.wait_for(
-            wait_for(bus, subjects.RESULT_CONTAMINATION, ContaminationResult, lambda m: len(m) >= 3), 30)
+            wait_for(bus, subjects.RESULT_CONTAMINATION, ContaminationResult, lambda m: len(m) >= 2), 30)
         rejected = await asyncio.wait_for(
             wait_for(bus, subjects.RESULT_CALIBRATION, CalibrationResult, lambda m: _rejections(m)), 30)
-        fwd2 = await asyncio.wait_for(review.take(), 30)
+        fwd = await asyncio.wait_for(review.take(), 30)
+        [revision] = await drain_workqueue(bus, subjects.ASSIGNMENT, Assignment, 1)
 
     by_env = {r.idempotency_key: r for r in results}
     dirty_result = by_env["dirty:contamination"]
@@ -121,7 +152,12 @@ async def test_contamination_gate_rejects_a_copy_and_forwards_the_rest(fresh_nat
     assert dirty_result.heldout_task == "tb/logrotate"
     assert set(_rejections(rejected)) == {"as-dirty"}
     assert _rejections(rejected)["as-dirty"].verdicts[-1].reason == "contaminated"
-    assert fwd2.lineage.assignment_id == "as-clean2" and fwd2.verdicts[-1].reason == "ok"
+    assert _rejections(rejected)["as-dirty"].resubmitted
+    # Back to the proposer with the matched 13-gram and the held-out task it came from.
+    assert (revision.lineage.assignment_id, revision.lineage.revision, revision.previous_bundle) == (
+        "as-dirty", 1, dirty.bundle)
+    assert dirty_result.matched_ngram in revision.feedback and "tb/logrotate" in revision.feedback
+    assert fwd.lineage.assignment_id == "as-clean" and fwd.verdicts[-1].reason == "ok"
 
 
 def _answer(**outcomes: str) -> str:
@@ -151,6 +187,8 @@ async def test_review_gate_records_and_enforces_by_setting(fresh_nats, bus, tmp_
             await bus.publish(subjects.stage("review"), _candidate(blobs, task, route, "hard"))
             rejected = await asyncio.wait_for(
                 wait_for(bus, subjects.RESULT_CALIBRATION, CalibrationResult, lambda m: _rejections(m)), 60)
+            [revision] = await drain_workqueue(bus, subjects.ASSIGNMENT, Assignment, 1)
+    assert revision.lineage.assignment_id == "as-hard" and "typos: about typos" in revision.feedback
     reviews = {r.idempotency_key: r for r in await bus.history(subjects.RESULT_REVIEW, ReviewResult)}
     assert "no valid review after 3 attempts" in reviews["junk:review"].error
     assert reviews["junk:review"].criteria == ()
@@ -162,22 +200,31 @@ async def test_review_gate_records_and_enforces_by_setting(fresh_nats, bus, tmp_
 
 
 @pytest.mark.docker
-async def test_reset_gate_rejects_a_build_time_stamp(fresh_nats, bus, tmp_path):
+async def test_reset_gate_rejects_a_build_time_stamp_or_an_oracle_failing_on_the_rebuild(fresh_nats, bus, tmp_path):
     blobs = bus.blobs
     route = ("reset", "calibrate")
     stable = _candidate(blobs, _task(tmp_path, "stable", CLEAN, "FROM aes-base:latest\nWORKDIR /app\nRUN echo 5 > /app/data.txt\n"), route, "stable")
     stamped = _candidate(blobs, _task(tmp_path, "stamped", CLEAN, "FROM aes-base:latest\nWORKDIR /app\nRUN date +%s%N > /app/data.txt\n"), route, "stamped")
+    unsolved = _candidate(blobs, write_task(tmp_path, "unsolved", "FROM aes-base:latest\nWORKDIR /app\n", CLEAN,
+                                            test_sh=NEEDS_ANSWER), route, "unsolved")
     async with running(fresh_nats, ResetGateService()), NextStage(bus, "calibrate") as calibrate:
-        await bus.publish(subjects.stage("reset"), stable)
-        await bus.publish(subjects.stage("reset"), stamped)
-        fwd = await asyncio.wait_for(calibrate.take(), 120)
+        for c in (stable, stamped, unsolved):
+            await bus.publish(subjects.stage("reset"), c)
+        fwd = await asyncio.wait_for(calibrate.take(), 240)
         rejected = await asyncio.wait_for(
-            wait_for(bus, subjects.RESULT_CALIBRATION, CalibrationResult, lambda m: _rejections(m)), 120)
-        gates = await asyncio.wait_for(wait_for(bus, subjects.RESULT_GATE, GateResult, lambda m: len(m) >= 2), 30)
+            wait_for(bus, subjects.RESULT_CALIBRATION, CalibrationResult, lambda m: len(_rejections(m)) >= 2), 240)
+        gates = await asyncio.wait_for(wait_for(bus, subjects.RESULT_GATE, GateResult, lambda m: len(m) >= 3), 30)
+        revisions = {a.lineage.assignment_id: a for a in await drain_workqueue(bus, subjects.ASSIGNMENT, Assignment, 2)}
     assert fwd.lineage.assignment_id == "as-stable" and fwd.verdicts[-1].reason == "ok"
+    assert "reference solution scores 1.0 on the rebuild" in fwd.verdicts[-1].detail
     verdict = _rejections(rejected)["as-stamped"].verdicts[-1]
     assert verdict.stage == "reset" and verdict.reason == "state_differs" and "/app/data.txt" in verdict.detail
-    assert {g.idempotency_key: g.ok for g in gates} == {"stable:reset": True, "stamped:reset": False}
+    assert "/app/data.txt (content differs)" in revisions["as-stamped"].feedback
+    verdict = _rejections(rejected)["as-unsolved"].verdicts[-1]
+    assert verdict.reason == "oracle_failed_after_reset" and "reference solution fails" in verdict.detail
+    assert "no /app/answer.txt" in revisions["as-unsolved"].feedback  # the verifier's output, as evidence
+    assert {g.idempotency_key: g.ok for g in gates} == {"stable:reset": True, "stamped:reset": False,
+                                                       "unsolved:reset": False}
 
 
 async def test_review_gate_waits_out_a_model_outage_instead_of_judging(fresh_nats, bus, tmp_path):

@@ -1,4 +1,8 @@
-"""Sending a calibrated-out candidate back to its proposer: the evidence and the Assignment."""
+"""Sending a failed candidate back to its proposer: whether, the evidence, and the Assignment.
+
+Every check that fails a candidate (a gate, or calibration out of the band) sends it
+back while its assignment has revisions left; the revision repeats the whole route.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +11,19 @@ from collections.abc import Sequence
 
 import msgspec
 
-from aes_proto.messages import Assignment, CandidateEnv
+from aes_proto.messages import Assignment, CandidateEnv, Direction, Lineage, Verdict
 
+from aes_lib.agents.parse import truncate
 from aes_lib.flywheel.calibration import Decision
+
+MAX_EVIDENCE_CHARS = 4000
+"""Characters of a failed check's evidence (a build log, a trial's output) a revision carries."""
+
+
+def sends_back(lineage: Lineage, max_revisions: int) -> bool:
+    """Whether a candidate that failed a check goes back to its proposer: it came from one
+    (a seed has none) and its assignment has revisions left."""
+    return lineage.mode != "seed" and lineage.revision < max_revisions
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,18 +68,26 @@ def feedback_text(
     return "\n".join(lines)
 
 
-def revision_assignment(candidate: CandidateEnv, decision: Decision, feedback: str) -> Assignment:
+def check_feedback(verdict: Verdict, evidence: str) -> str:
+    """The evidence a revision after a failed gate starts from, as plain text for the proposer."""
+    lines = [f"Check failed: {verdict.stage} ({verdict.reason}). {verdict.detail}".rstrip()]
+    if evidence:
+        lines += ["Evidence:", truncate(evidence, MAX_EVIDENCE_CHARS)]
+    lines.append("Fix this and submit the whole task again: the revision goes through every check again.")
+    return "\n".join(lines)
+
+
+def revision_assignment(candidate: CandidateEnv, direction: Direction, feedback: str,
+                        pass_rate: float | None = None) -> Assignment:
     """The Assignment that returns ``candidate`` to its proposer (revision + 1, same round)."""
-    if not decision.resubmit or decision.direction is None:
-        raise ValueError(f"decision {decision.outcome} does not send the candidate back")
     lineage = msgspec.structs.replace(candidate.lineage, revision=candidate.lineage.revision + 1,
                                       proposer_model="", cost_usd=0.0)
     return Assignment(
         idempotency_key=f"{lineage.assignment_id}:rev{lineage.revision}",
         episode_id=candidate.episode_id,
         lineage=lineage,
-        direction=decision.direction,
-        pass_rate=decision.mean,
+        direction=direction,
+        pass_rate=pass_rate,
         feedback=feedback,
         previous_bundle=candidate.bundle,
         group_id=candidate.proposal.group_id if candidate.proposal else lineage.assignment_id,

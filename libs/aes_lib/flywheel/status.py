@@ -1,7 +1,9 @@
 """What the flywheel has done, from the result streams: the numbers ``aes status`` and ``aes report`` show.
 
 Every candidate ends in exactly one ``CalibrationResult`` (admitted, calibrated
-out of band, or rejected by a gate), so counting those counts candidates.
+out of band, or rejected by a gate), so counting those counts candidates. One sent
+back for revision (``resubmitted``) is a candidate but no final outcome: its
+assignment's revision decides.
 """
 
 from __future__ import annotations
@@ -53,10 +55,17 @@ class RoundStats:
     candidates: int
     valid: int
     admitted: int
+    admitted_rounds: int
+    """Proposer rounds (revision + 1) behind the admitted environments, summed."""
 
     @property
     def valid_rate(self) -> float:
         return self.valid / self.candidates if self.candidates else 0.0
+
+    @property
+    def rounds_per_admitted(self) -> float | None:
+        """Mean proposer rounds per accepted task (the paper's Appendix C: 1.3-2.8); None before any."""
+        return self.admitted_rounds / self.admitted if self.admitted else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +78,7 @@ class Status:
     valid_interval: tuple[float, float]
     cost_usd: float
     mean_proposer_reward: float
+    """Over final outcomes: an episode sent back for revision is not one."""
     retired: dict[str, int]
     """Retirement reason -> environments."""
     rounds: dict[int, RoundStats]
@@ -78,6 +88,13 @@ class Status:
     """Assignments and candidates a service gave up on: they never reach a result."""
     skipped: dict[str, int] = dataclasses.field(default_factory=dict)
     """Subject -> stored messages that did not decode, so are missing from these numbers."""
+    revised: int = 0
+    """Candidates sent back to their proposer for revision."""
+    rounds_per_admitted: float | None = None
+    """Mean proposer rounds (revision + 1) per accepted task; None before any admission."""
+    gaps: tuple[str, ...] = ()
+    """Admission checks the deployment runs weaker than the paper's (no held-out index,
+    advisory review), shown first."""
 
     @property
     def valid_rate(self) -> float:
@@ -89,11 +106,14 @@ class Status:
 
 
 def _tally(results: Sequence[CalibrationResult]) -> RoundStats:
-    return RoundStats(len(results), sum(map(is_valid, results)), sum(r.decision == "admitted" for r in results))
+    admitted = [r for r in results if r.decision == "admitted"]
+    return RoundStats(len(results), sum(map(is_valid, results)), len(admitted),
+                      sum(r.lineage.revision + 1 for r in admitted))
 
 
 def summarize(results: Sequence[CalibrationResult], events: Sequence[PoolEvent], rollouts: Sequence[RolloutSummary],
-              dead_letters: Sequence[DeadLetter] = (), skipped: Mapping[str, int] | None = None) -> Status:
+              dead_letters: Sequence[DeadLetter] = (), skipped: Mapping[str, int] | None = None,
+              gaps: Sequence[str] = ()) -> Status:
     by_round: dict[int, list[CalibrationResult]] = defaultdict(list)
     by_mode: dict[str, list[CalibrationResult]] = defaultdict(list)
     for r in results:
@@ -103,6 +123,7 @@ def summarize(results: Sequence[CalibrationResult], events: Sequence[PoolEvent],
     for r in results:
         by_round[r.lineage.round].append(r)
     total = _tally(results)
+    final = [r for r in results if not r.resubmitted]
     return Status(
         candidates=total.candidates,
         valid=total.valid,
@@ -110,13 +131,16 @@ def summarize(results: Sequence[CalibrationResult], events: Sequence[PoolEvent],
         outcomes=dict(Counter(outcome_label(r) for r in results).most_common()),
         valid_interval=wilson(total.valid, total.candidates),
         cost_usd=sum(r.lineage.cost_usd for r in results),
-        mean_proposer_reward=sum(r.proposer_reward for r in results) / len(results) if results else 0.0,
+        mean_proposer_reward=sum(r.proposer_reward for r in final) / len(final) if final else 0.0,
         retired=dict(Counter(e.reason for e in events if e.kind == "retired").most_common()),
         rounds={k: _tally(v) for k, v in sorted(by_round.items())},
         modes={k: _tally(v) for k, v in sorted(by_mode.items())},
         rollouts=len(rollouts),
         dead_lettered=sum(subjects.on_admission_path(d.subject) for d in dead_letters),
         skipped={k: n for k, n in (skipped or {}).items() if n},
+        revised=len(results) - len(final),
+        rounds_per_admitted=total.rounds_per_admitted,
+        gaps=tuple(gaps),
     )
 
 
@@ -124,9 +148,12 @@ def render(s: Status, pool_size: int, pool_by_category: dict[str, int]) -> str:
     """Plain-text status for the terminal."""
     lo, hi = s.valid_interval
     cpv = usd(s.cost_per_valid) if s.cost_per_valid is not None else "n/a (no valid environment yet)"
+    rounds = f"{s.rounds_per_admitted:.2f}" if s.rounds_per_admitted is not None else "n/a (nothing admitted yet)"
     lines = [
+        *[f"WARNING: {gap}" for gap in s.gaps],
         f"pool: {pool_size} active" + (" (" + ", ".join(f"{c or 'uncategorized'} {n}" for c, n in sorted(pool_by_category.items())) + ")" if pool_by_category else ""),
         f"candidates: {s.candidates}   admitted: {s.admitted}   solver rollouts: {s.rollouts}",
+        f"sent back for revision: {s.revised}   rounds per accepted task: {rounds}",
         f"dead-lettered: {s.dead_lettered}" + ("   (assignments/candidates a service gave up on: aes dlq list)" if s.dead_lettered else ""),
         f"valid-environment rate: {s.valid}/{s.candidates} = {100 * s.valid_rate:.1f}% (95% CI {100 * lo:.1f}-{100 * hi:.1f}%)",
         f"cost per valid environment: {cpv}   (proposer spend {usd(s.cost_usd)})",

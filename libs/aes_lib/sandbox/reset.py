@@ -1,4 +1,5 @@
-"""Reset check: two independent builds of a task's environment must start from the same state.
+"""Reset check: two independent builds of a task's environment must start from the same state,
+and the reference solution must still pass on the rebuild.
 
 A task whose image bakes in the build time, a random value or anything else that
 changes from build to build cannot be reset to a known initial state, so its
@@ -10,11 +11,14 @@ An entry is (kind, mode, uid, gid, size, sha256 or link target); mtimes are
 ignored, as are paths that differ in every build whatever the task does
 (``/proc``, ``/sys``, ``/dev``, ``/tmp``, ``/run``, Python bytecode caches, git's
 stat cache and reflogs). The container is only created, so the state compared is
-exactly what a sandbox starts from (sandboxes replace the entrypoint).
+exactly what a sandbox starts from (sandboxes replace the entrypoint). When the two
+states agree, the reference solution runs as a trial on the second build and must
+score 1.0: a task that works only from the validator's cached image is not reset.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import fnmatch
 import hashlib
@@ -32,7 +36,8 @@ import docker.errors
 
 from aes_lib.bundle import Task
 from aes_lib.sandbox.container import MANAGED_LABEL, owner_labels
-from aes_lib.sandbox.images import BuildFailedError, build_image
+from aes_lib.sandbox.images import BuildFailedError, ImageCache, build_image
+from aes_lib.sandbox.trial import OracleAgent, run_trial
 
 EXCLUDED_ROOTS = ("/proc", "/sys", "/dev", "/tmp", "/run", "/logs", "/tests", "/solution")
 """Never compared: kernel and runtime mounts, scratch space, and what the harness copies in."""
@@ -68,12 +73,14 @@ Manifest = dict[str, Entry]
 class ResetReport:
     ok: bool
     reason: str
-    """``ok`` | ``state_differs`` | ``build_failed`` | ``not_applicable``."""
+    """``ok`` | ``state_differs`` | ``build_failed`` | ``oracle_failed_after_reset`` | ``not_applicable``."""
     detail: str = ""
     differing: tuple[str, ...] = ()
     """Paths whose entries differ between the two builds (sorted)."""
     roots: tuple[str, ...] = ()
     """Paths that were compared."""
+    logs: str = ""
+    """The reference solution's agent and verifier output when it failed on the rebuild."""
 
 
 def task_roots(task: Task, image_workdir: str, extra: tuple[str, ...] = ()) -> tuple[str, ...]:
@@ -199,29 +206,41 @@ def _snapshot(client: docker.DockerClient, image: str, roots: tuple[str, ...]) -
         container.remove(force=True)
 
 
-def check_reset(
-    task: Task, client: docker.DockerClient, extra_paths: tuple[str, ...] = (), max_build_timeout: float = 1800.0
+async def check_reset(
+    task: Task, images: ImageCache, extra_paths: tuple[str, ...] = (), labels: dict[str, str] | None = None
 ) -> ResetReport:
-    """Build twice, snapshot twice, compare. Blocking: call through ``asyncio.to_thread``."""
+    """Build twice, snapshot twice, compare, then run the reference solution on the second
+    build (its containers carry ``labels``)."""
     if not (task.environment_dir / "Dockerfile").is_file():
         return ResetReport(True, "not_applicable", "no environment/Dockerfile to rebuild (prebuilt image or compose)")
-    timeout = min(task.config.environment.build_timeout_sec, max_build_timeout)
-    images: list[str] = []
+    client = images.client
+    timeout = min(task.config.environment.build_timeout_sec, images.max_build_timeout)
+    built: list[str] = []
     try:
         for _ in range(2):
             try:
-                images.append(build_fresh(client, str(task.environment_dir), timeout))
+                built.append(await asyncio.to_thread(build_fresh, client, str(task.environment_dir), timeout))
             except BuildFailedError as e:
                 return ResetReport(False, "build_failed", f"a rebuild without cache failed: {e}")
-        workdir = client.images.get(images[0]).attrs["Config"].get("WorkingDir") or ""
-        roots = task_roots(task, workdir, extra_paths)
-        a, b = (_snapshot(client, image, roots) for image in images)
+        report = await asyncio.to_thread(_compare, client, task, built, extra_paths)
+        if not report.ok:
+            return report
+        oracle = await run_trial(task, OracleAgent(task), images, image=built[1], labels=labels)
     finally:
-        for image in images:
-            try:
-                client.images.remove(image, force=True)
-            except docker.errors.NotFound:
-                pass
+        await asyncio.to_thread(_remove, client, built)
+    if oracle.reward != 1.0:
+        why = "solve.sh timed out" if oracle.agent.timed_out else oracle.error or f"reward {oracle.reward:g}"
+        return dataclasses.replace(
+            report, ok=False, reason="oracle_failed_after_reset", logs=oracle.log(),
+            detail=f"the reference solution fails on a fresh rebuild ({why}); it must score 1.0 from the initial state",
+        )
+    return dataclasses.replace(report, detail=f"{report.detail}; the reference solution scores 1.0 on the rebuild")
+
+
+def _compare(client: docker.DockerClient, task: Task, images: list[str], extra_paths: tuple[str, ...]) -> ResetReport:
+    workdir = client.images.get(images[0]).attrs["Config"].get("WorkingDir") or ""
+    roots = task_roots(task, workdir, extra_paths)
+    a, b = (_snapshot(client, image, roots) for image in images)
     differing = diff_manifests(a, b)
     if not differing:
         return ResetReport(True, "ok", f"{len(a)} paths identical under {', '.join(roots)}", roots=roots)
@@ -231,3 +250,11 @@ def check_reset(
         False, "state_differs", f"the initial state differs between two builds: {shown}{more}",
         differing=differing, roots=roots,
     )
+
+
+def _remove(client: docker.DockerClient, images: list[str]) -> None:
+    for image in images:
+        try:
+            client.images.remove(image, force=True)
+        except docker.errors.NotFound:
+            pass

@@ -47,7 +47,7 @@ def _health(args: argparse.Namespace) -> int:
 
 def _report(checks: list) -> int:
     for c in checks:
-        print(f"{'ok  ' if c.ok else 'FAIL'} {c.part:<24} {c.detail}")
+        print(f"{'FAIL' if not c.ok else 'WARN' if c.warning else 'ok  '} {c.part:<24} {c.detail}")
     # The model is optional (a remote endpoint may be configured later); every other part is not.
     return 0 if all(c.ok for c in checks if c.part != "model") else 1
 

@@ -23,7 +23,7 @@ from aes_lib.agents.trajectory import Trajectory, store_trajectory, turn_from_ch
 from aes_lib.bundle import BundleError, pack, unpack
 from aes_lib.models import ChatClient, ModelError
 from aes_lib.sandbox import ValidationReport, validate_task
-from aes_proto.messages import Assignment
+from aes_proto.messages import Assignment, BlobRef
 
 SYSTEM_PROMPT = """You design tasks (training environments) for a terminal agent.
 Reply with every file of one task, each in this exact format and nothing else between files:
@@ -70,10 +70,12 @@ def parent_view(parent_dir: Path, max_chars: int = 2500, data_lines: int = 5) ->
     return format_files(files)
 
 
-def first_prompt(a: Assignment, parent_dir: Path | None) -> str:
+def first_prompt(a: Assignment, parent_dir: Path | None, previous_dir: Path | None = None) -> str:
     parts = [INSTRUCTIONS.read_text().split("## How to work")[0], assignment_text(a)]
     if parent_dir is not None:
         parts.append("## The parent task\n" + parent_view(parent_dir))
+    if previous_dir is not None:  # a revision: the rejected candidate the feedback is about
+        parts.append("## Your previous candidate\n" + parent_view(previous_dir))
     parts.append("## Example of the reply format (a trivial task)\n" + _example())
     parts.append("Now write the new task's files.")
     return "\n\n".join(parts)
@@ -132,6 +134,13 @@ async def _rounds(client: ChatClient, traj: Trajectory, mode: str, images, limit
     return task_dir, report, failure
 
 
+async def _unpacked(store, ref: BlobRef | None, dest: Path) -> Path | None:
+    if ref is None:
+        return None
+    await asyncio.to_thread(unpack, await asyncio.to_thread(store.get_bytes, ref), dest)
+    return dest
+
+
 async def generate(
     a: Assignment,
     client: ChatClient,
@@ -142,17 +151,15 @@ async def generate(
     limits: BaselineLimits = BaselineLimits(),
 ) -> Proposal:
     """``mode`` ``prompt`` (one call) or ``feedback`` (validate and revise; needs ``images``).
-    The parent, if any, comes from ``a.parent_bundle`` in ``store``; the trajectory goes there."""
+    The parent and, for a revision, the previous candidate come from ``store``; the trajectory goes there."""
     if mode not in ("prompt", "feedback"):
         raise ValueError(f"baseline mode must be prompt or feedback, got {mode!r}")
     traj = Trajectory(rollout_id=uuid.uuid4().hex, role="proposer", env_id=a.lineage.parent_env_id or "", model=client.model)
     packed = None
     with tempfile.TemporaryDirectory(prefix=f"aes-{mode}-") as tmp:
-        parent_dir = None
-        if a.parent_bundle is not None:
-            parent_dir = Path(tmp) / "parent"
-            await asyncio.to_thread(unpack, await asyncio.to_thread(store.get_bytes, a.parent_bundle), parent_dir)
-        traj.instruction = first_prompt(a, parent_dir)
+        parent_dir = await _unpacked(store, a.parent_bundle, Path(tmp) / "parent")
+        previous_dir = await _unpacked(store, a.previous_bundle, Path(tmp) / "previous")
+        traj.instruction = first_prompt(a, parent_dir, previous_dir)
         traj.messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": traj.instruction}]
         task_dir, report, failure = await _rounds(client, traj, mode, images, limits, Path(tmp) / "task")
         traj.stop_reason = "submitted" if task_dir else (failure or "format_error")

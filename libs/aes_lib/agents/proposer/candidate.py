@@ -39,6 +39,7 @@ def candidate_env(
         env_id=packed.sha256,
         bundle=bundle,
         lineage=msgspec.structs.replace(a.lineage, proposer_model=model, cost_usd=cost_usd),
+        direction=a.direction,
         route=route,
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
