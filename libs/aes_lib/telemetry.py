@@ -8,6 +8,9 @@ processes that export, and its log lines still carry the trace id.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from opentelemetry import context, propagate, trace
@@ -18,6 +21,8 @@ if TYPE_CHECKING:
     from aes_lib.config import Settings
 
 _exporting = False
+_episode: contextvars.ContextVar[str] = contextvars.ContextVar("aes_episode", default="")
+"""The episode whose message is being handled (set by the runner), or of the trace started for one."""
 
 
 def setup(service_name: str, settings: "Settings", exporter: "SpanExporter | None" = None) -> bool:
@@ -78,3 +83,29 @@ def inject(headers: dict[str, str]) -> dict[str, str]:
 def extract(headers: dict[str, str] | None) -> context.Context:
     """The trace context carried by a message's headers (empty context if none)."""
     return propagate.extract(headers or {})
+
+
+def handling(episode_id: str) -> contextvars.Token[str]:
+    """Mark the current context as working on ``episode_id`` (the runner, per delivery)."""
+    return _episode.set(episode_id)
+
+
+@contextlib.contextmanager
+def episode(episode_id: str) -> Iterator[None]:
+    """The trace a message of ``episode_id`` is published in: the current one when it belongs
+    to that episode, or was started outside any episode (a client's own span); else a new
+    trace for the episode, whose root span links to the span that caused it."""
+    current = trace.get_current_span().get_span_context()
+    known = _episode.get()
+    if current.is_valid and known in ("", episode_id):
+        yield
+        return
+    token = _episode.set(episode_id)
+    try:
+        with tracer().start_as_current_span(
+            "episode", context=context.Context(), links=[trace.Link(current)] if current.is_valid else [],
+            attributes={"aes.episode_id": episode_id},
+        ):
+            yield
+    finally:
+        _episode.reset(token)

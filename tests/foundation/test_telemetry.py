@@ -12,7 +12,7 @@ from pathlib import Path
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from aes_proto import subjects
-from aes_proto.messages import GateResult
+from aes_proto.messages import Assignment, GateResult, ReviewResult
 
 from aes_lib import telemetry
 from aes_lib.bus import Bus, run_service
@@ -111,3 +111,56 @@ async def test_spans_are_exported_over_otlp_when_an_endpoint_is_set(bus: Bus, fr
 
 async def _has_results(bus: Bus) -> bool:
     return bool(await bus.history(subjects.RESULT_GATE, GateResult))
+
+
+class Planner(Service[GateResult]):
+    """Handles a message of one episode and publishes the start of another, as the planner does."""
+
+    name = "episode_planner"
+    subject = subjects.RESULT_GATE
+    message_type = GateResult
+
+    async def handle(self, msg: GateResult, ctx: Context) -> None:
+        await ctx.publish(subjects.ASSIGNMENT, assignment(2))  # episode "ep-2"
+        await ctx.publish(subjects.RESULT_REVIEW, ReviewResult(
+            idempotency_key=f"{msg.idempotency_key}:same", episode_id=msg.episode_id, env_id=msg.env_id,
+            ok=True, enforced=False))
+
+
+class Recorder(Service[Assignment]):
+    name = "episode_recorder"
+    subject = subjects.ASSIGNMENT
+    message_type = Assignment
+
+    def __init__(self) -> None:
+        self.got: list[Assignment] = []
+
+    async def handle(self, msg: Assignment, ctx: Context) -> None:
+        self.got.append(msg)
+
+
+async def test_each_episode_gets_its_own_trace_linked_to_its_cause(bus: Bus, fresh_nats: Settings) -> None:
+    memory = InMemorySpanExporter()
+    assert telemetry.setup("test", fresh_nats, exporter=memory)
+    recorder, stop = Recorder(), asyncio.Event()
+    services = [asyncio.create_task(run_service(s, fresh_nats, stop=stop)) for s in (Planner(), recorder)]
+    try:
+        with telemetry.tracer().start_as_current_span("client publish") as root:
+            await bus.publish(subjects.RESULT_GATE, GateResult(idempotency_key="round:1", episode_id="round:1",
+                                                               env_id="e", gate="g", ok=True, reason="ok"))
+        await eventually(lambda: _nonempty(recorder.got), "the new episode's message")
+    finally:
+        stop.set()
+        await asyncio.gather(*services)
+    spans = memory.get_finished_spans()
+    (planned,) = [s for s in spans if s.name == "episode_planner handle"]
+    (started,) = [s for s in spans if s.name == "episode"]
+    (recorded,) = [s for s in spans if s.name == "episode_recorder handle"]
+    round_trace = root.get_span_context().trace_id
+    assert planned.context.trace_id == round_trace  # a client's own span starts the round's trace
+    assert started.context.trace_id != round_trace and started.parent is None
+    assert started.attributes["aes.episode_id"] == recorder.got[0].episode_id
+    assert [link.context.span_id for link in started.links] == [planned.context.span_id]
+    assert recorded.context.trace_id == started.context.trace_id
+    # A message of the handled episode stays in its trace: no second episode span.
+    assert len([s for s in spans if s.name == "episode"]) == 1

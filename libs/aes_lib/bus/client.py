@@ -98,7 +98,8 @@ class Bus:
     async def publish(self, subject: str, msg: Message) -> PubAck:
         """Publish with ``Nats-Msg-Id = msg.idempotency_key`` (JetStream drops a repeat)
         and the current trace context in the headers."""
-        headers = telemetry.inject({"Nats-Msg-Id": msg.idempotency_key})
+        with telemetry.episode(msg.episode_id):
+            headers = telemetry.inject({"Nats-Msg-Id": msg.idempotency_key})
         return await self.js.publish(subject, encode(msg), headers=headers)
 
     async def kv(self, bucket: str, ttl: float | None = None) -> KeyValue:

@@ -161,6 +161,7 @@ class _Runner:
                 span.set_status(Status(StatusCode.ERROR, str(e)))
                 await self.dead_letter(msg, "malformed", str(e))  # redelivery cannot fix a malformed message
                 return
+            telemetry.handling(decoded.episode_id)  # this delivery's task only: contextvars are per task
             heartbeat = asyncio.create_task(self._heartbeat(msg))
             try:
                 async with asyncio.timeout(self.budget) as deadline:
