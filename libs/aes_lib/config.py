@@ -113,11 +113,14 @@ class Settings:
     home: Path = dataclasses.field(default_factory=_home, metadata={DOC_DEFAULT: "./.aes"})
     """Embedded stack's state: NATS data, blobs, logs, credentials."""
     nats_url: str = "nats://127.0.0.1:4222"
-    """NATS server with JetStream."""
+    """NATS server with JetStream; a cluster's servers comma-separated (clients fail over)."""
     nats_user: str = ""
     """NATS user; empty for a server without auth."""
     nats_password: str = ""
     """NATS password."""
+    stream_replicas: int = 1
+    """Copies of every JetStream stream and KV bucket (``num_replicas``): 1 for one server; 3 on a
+    three-server cluster (``aes up --nats-cluster 3``) survives the loss of any one server."""
     blob_url: str = ""
     """``file:///path`` or ``s3://bucket?endpoint=host:port&secure=0``; empty: ``file://<home>/blobs``."""
     s3_access_key: str = ""

@@ -1,7 +1,7 @@
 """The embedded stack (``aes up`` / ``aes down``): everything on one machine, no containers.
 
 Under ``AES_HOME``: ``nats/`` (server config, JetStream data, the generated
-credential, mode 0600), ``blobs/`` (the ``file://`` store), ``logs/<part>.log``,
+credential, mode 0600; one config and data folder per server of a cluster), ``blobs/`` (the ``file://`` store), ``logs/<part>.log``,
 and ``stack.json`` (pids and connection settings, mode 0600) through which
 ``Settings.from_env`` in any other shell finds the stack. ``up`` is idempotent:
 it starts only what is not already running, so it also revives a dead service.
@@ -20,14 +20,15 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from aes_lib.config import STACK_FILE, Settings, parse_fields
-from aes_ops.localinfra import BinaryNotFoundError, find_binary
+from aes_ops.localinfra import BinaryNotFoundError, find_binary, free_ports
 
 START_TIMEOUT = 30.0
-"""Seconds to wait for nats-server to report its port."""
+"""Seconds to wait for nats-server to report its port, and for a cluster to elect its
+JetStream leader."""
 MODEL_START_TIMEOUT = 180.0
 """Seconds to wait for the local model server to load and report its URL."""
 SERVICE_READY_TIMEOUT = 180.0
@@ -35,6 +36,8 @@ SERVICE_READY_TIMEOUT = 180.0
 STOP_TIMEOUT = 30.0
 """Seconds a service gets to drain after SIGTERM before SIGKILL."""
 NATS_USER = "aes"
+NATS_CLUSTER = "aes"
+"""Name of the JetStream cluster ``aes up --nats-cluster N`` starts."""
 MODEL_MARKER = "aes_lib.models."
 """Found in the command line of either local model server (``serve`` or ``torch_serve``)."""
 ENGINE_MODULES = {"torch": "aes_lib.models.torch_serve", "gguf": "aes_lib.models.serve"}
@@ -53,8 +56,8 @@ class StackState:
 
     settings: dict[str, str]
     """Connection settings other shells need (``nats_url``, credentials, ``model_url``)."""
-    nats: int
-    """nats-server pid."""
+    nats: list[int]
+    """nats-server pids: one, or each server of a cluster."""
     model: int | None = None
     """Local model server pid, when the stack started one."""
     proposer_model: int | None = None
@@ -65,9 +68,12 @@ class StackState:
     @classmethod
     def load(cls, home: Path) -> "StackState | None":
         try:
-            return cls(**json.loads((home / STACK_FILE).read_text()))
+            data = json.loads((home / STACK_FILE).read_text())
         except FileNotFoundError:
             return None
+        if isinstance(data["nats"], int):  # written before clusters, by a stack still running
+            data["nats"] = [data["nats"]]
+        return cls(**data)
 
     def save(self, home: Path) -> None:
         _write_private(home / STACK_FILE, json.dumps(dataclasses.asdict(self), indent=2))
@@ -127,15 +133,39 @@ def _tail(log: Path, n: int = 20) -> str:
         return ""
 
 
-def _start_nats(home: Path, password: str) -> tuple[int, str]:
+def _nats_server(ndir: Path, password: str, i: int, routes: Sequence[int]) -> tuple[Path, str, list[str]]:
+    """Config file, config text and arguments of server ``i``: alone when ``routes`` is empty,
+    else one of a JetStream cluster whose servers listen for routes on ``routes``. Every
+    server picks its client port and reports it in ``ndir/nats-server_<pid>.ports``."""
+    auth = f'{{ user: "{NATS_USER}", password: "{password}" }}'
+    text = f"authorization {auth}\n"
+    conf, store = ndir / "nats.conf", ndir / "js"
+    if routes:
+        conf, store = ndir / f"nats-{i}.conf", ndir / f"js-{i}"
+        # Routes authenticate like clients: nothing else on the machine joins the cluster.
+        urls = ", ".join(f"nats-route://{NATS_USER}:{password}@127.0.0.1:{p}" for p in routes)
+        text += (f'server_name: "n{i}"\ncluster {{ name: "{NATS_CLUSTER}", listen: "127.0.0.1:{routes[i]}", '
+                 f"authorization {auth}, routes: [{urls}] }}\n")
+    return conf, text, ["-c", str(conf), "-a", "127.0.0.1", "-p", "-1", "-js", "-sd", str(store),
+                        "--ports_file_dir", str(ndir)]
+
+
+def _start_nats(home: Path, password: str, n: int) -> list[tuple[int, str]]:
+    """Start one server (``n`` = 1) or a cluster of ``n``; (pid, client URL) of each."""
     ndir = home / "nats"
-    conf = ndir / "nats.conf"
-    _write_private(conf, f'authorization {{ user: "{NATS_USER}", password: "{password}" }}\n')
     for stale in ndir.glob("nats-server_*.ports"):
         stale.unlink()
-    log = home / "logs" / "nats.log"
-    proc = _spawn([_nats_binary(), "-c", str(conf), "-a", "127.0.0.1", "-p", "-1", "-js",
-                   "-sd", str(ndir / "js"), "--ports_file_dir", str(ndir)], log)
+    routes = free_ports(n) if n > 1 else []
+    procs: list[tuple[subprocess.Popen, Path]] = []
+    for i in range(n):
+        conf, text, args = _nats_server(ndir, password, i, routes)
+        _write_private(conf, text)
+        log = home / "logs" / ("nats.log" if n == 1 else f"nats-{i}.log")
+        procs.append((_spawn([_nats_binary(), *args], log), log))
+    return [_await_port(proc, ndir, log) for proc, log in procs]
+
+
+def _await_port(proc: subprocess.Popen, ndir: Path, log: Path) -> tuple[int, str]:
     ports = ndir / f"nats-server_{proc.pid}.ports"
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
@@ -147,6 +177,29 @@ def _start_nats(home: Path, password: str) -> tuple[int, str]:
             time.sleep(0.05)
     proc.kill()
     raise StackError(f"nats-server did not report its port within {START_TIMEOUT:.0f} s; see {log}")
+
+
+def _await_jetstream(settings: Settings) -> None:
+    """Create the streams once JetStream answers: a new cluster elects its leader (and
+    refuses JetStream requests) for a few seconds after its servers listen."""
+    import asyncio
+
+    import nats.errors
+
+    from aes_lib.bus import Bus
+
+    async def wait() -> None:
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            try:
+                await (await Bus.connect(settings, name="aes-up")).close()
+                return
+            except nats.errors.Error as e:  # JetStream's 503s and timeouts alike
+                if time.monotonic() > deadline:
+                    raise StackError(f"JetStream at {settings.nats_url} not ready within {START_TIMEOUT:.0f} s: {e}")
+                await asyncio.sleep(0.2)
+
+    asyncio.run(wait())
 
 
 def _start_model(home: Path, engine: str, env: Mapping[str, str], part: str = "model") -> tuple[int, str]:
@@ -177,12 +230,15 @@ def service_command(target: str, ready_file: Path) -> list[str]:
 
 
 def up(settings: Settings, services: Mapping[str, str] | None = None, model: bool = True,
-       progress: Callable[[str], None] | None = None) -> Settings:
+       progress: Callable[[str], None] | None = None, nats_cluster: int | None = None) -> Settings:
     """Start whatever part of the stack is not running; returns the stack's ``Settings``.
 
     ``services`` maps names to ``module:Class`` (default: ``aes_services.registry.SERVICES``);
     ``model=False`` skips the local model server, as does an ``AES_MODEL_URL`` of another server.
     ``progress`` hears of each part in one line as it starts and as it is up.
+    ``nats_cluster`` servers form one JetStream cluster keeping ``nats_cluster`` replicas of
+    every stream (default: as many as before, else one server). If any server is down, all
+    restart (the data stays).
     """
     from aes_services.registry import SERVICES, stack_services
 
@@ -195,10 +251,18 @@ def up(settings: Settings, services: Mapping[str, str] | None = None, model: boo
     password = _credential(home)
     state = StackState.load(home)
 
-    if state is None or not alive(state.nats, "nats-server"):
+    size = nats_cluster or (len(state.nats) if state else 1)
+    if state is None or not all(alive(pid, "nats-server") for pid in state.nats):
         old = state
-        pid, url = _start_nats(home, password)
-        state = StackState(settings={"nats_url": url, "nats_user": NATS_USER, "nats_password": password}, nats=pid)
+        if old is not None:
+            for pid in old.nats:
+                _stop(pid, "nats-server", STOP_TIMEOUT)
+        servers = _start_nats(home, password, size)
+        url = ",".join(u for _, u in servers)
+        state = StackState(settings={"nats_url": url, "nats_user": NATS_USER, "nats_password": password,
+                                     "stream_replicas": str(size)}, nats=[pid for pid, _ in servers])
+        state.save(home)
+        _await_jetstream(dataclasses.replace(settings, **parse_fields(Settings, state.settings)))
         if old is not None:
             # Services left from before still retry the dead server's port: replace them.
             for old_pid in old.services.values():
@@ -207,6 +271,8 @@ def up(settings: Settings, services: Mapping[str, str] | None = None, model: boo
                 state.model, state.settings["model_url"] = old.model, old.settings["model_url"]
         state.save(home)
         say(f"nats: started at {url}")
+    elif size != len(state.nats):
+        raise StackError(f"NATS runs {len(state.nats)} server(s), not {size}: `aes down` first (data is kept)")
     else:
         say(f"nats: running at {state.settings['nats_url']}")
     say(f"blob store: {settings.blob_location}")
@@ -322,7 +388,7 @@ def down(home: Path) -> list[str]:
         stopped.append("model")
     if _stop(state.proposer_model, MODEL_MARKER, STOP_TIMEOUT):
         stopped.append("proposer-model")
-    if _stop(state.nats, "nats-server", STOP_TIMEOUT):
+    if any([_stop(pid, "nats-server", STOP_TIMEOUT) for pid in state.nats]):  # stop each, then say
         stopped.append("nats")
     (home / STACK_FILE).unlink(missing_ok=True)
     return stopped

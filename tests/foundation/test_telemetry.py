@@ -9,12 +9,21 @@ import signal
 import threading
 from pathlib import Path
 
+import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from replay_server import ReplayServer
 
 from aes_proto import subjects
 from aes_proto.messages import Assignment, GateResult, ReviewResult
 
 from aes_lib import telemetry
+from aes_lib.agents.loop import LoopLimits
+from aes_lib.agents.solver import rollout
+from aes_lib.blobstore import open_store
+from aes_lib.bundle import Task
+from aes_lib.models import ChatClient
+from aes_lib.sandbox import ImageCache
+from aes_ops.seeding import SEEDS_DIR
 from aes_lib.bus import Bus, run_service
 from aes_lib.config import Settings
 from aes_lib.service import Context, Service
@@ -164,3 +173,25 @@ async def test_each_episode_gets_its_own_trace_linked_to_its_cause(bus: Bus, fre
     assert recorded.context.trace_id == started.context.trace_id
     # A message of the handled episode stays in its trace: no second episode span.
     assert len([s for s in spans if s.name == "episode"]) == 1
+
+
+@pytest.mark.docker
+async def test_model_calls_builds_and_trials_are_spans_of_the_episode(fresh_nats: Settings, tmp_path: Path) -> None:
+    memory = InMemorySpanExporter()
+    assert telemetry.setup("test", fresh_nats, exporter=memory)
+    with ReplayServer(["```bash\nls /app\n```", "TASK_DONE"]) as srv:
+        async with ChatClient(srv.url, "replay") as client:
+            with telemetry.episode("ep-spans"):
+                await rollout(Task.load(SEEDS_DIR / "csv-sales-rollup"), client, ImageCache(),
+                              open_store(f"file://{tmp_path}/blobs"), LoopLimits(max_turns=3))
+    spans = memory.get_finished_spans()
+    (root,) = [s for s in spans if s.name == "episode"]
+    (trial,) = [s for s in spans if s.name == "trial"]
+    chats = [s for s in spans if s.name == "model chat"]
+    builds = [s for s in spans if s.name == "image build"]
+    assert len(chats) == 2 and builds
+    assert {s.context.trace_id for s in [trial, *chats, *builds]} == {root.context.trace_id}
+    assert trial.attributes["aes.reward"] == 0.0 and trial.attributes["aes.task"]
+    assert all(c.attributes["gen_ai.request.model"] == "replay" and c.attributes["gen_ai.usage.output_tokens"] >= 0
+               for c in chats)
+    assert {b.attributes["aes.cached"] for b in builds} <= {True, False}

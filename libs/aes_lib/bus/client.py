@@ -43,7 +43,7 @@ async def connect(settings: "Settings", name: str = "aes") -> NATS:
     """
     try:
         nc = await nats.connect(
-            settings.nats_url,
+            servers(settings.nats_url),
             user=settings.nats_user or None,
             password=settings.nats_password or None,
             name=name,
@@ -64,6 +64,12 @@ async def connect(settings: "Settings", name: str = "aes") -> NATS:
     nc.options["max_reconnect_attempts"] = -1
     nc.options["reconnect_time_wait"] = 2.0
     return nc
+
+
+def servers(nats_url: str) -> list[str]:
+    """A cluster's comma-separated URLs as the list nats-py fails over between (it would
+    read the whole string as one URL)."""
+    return [u.strip() for u in nats_url.split(",") if u.strip()]
 
 
 async def _ignore(e: Exception) -> None:
@@ -92,7 +98,7 @@ class Bus:
     @classmethod
     async def connect(cls, settings: "Settings", name: str = "aes") -> "Bus":
         bus = cls(await connect(settings, name), settings)
-        await ensure_streams(bus.js)
+        await ensure_streams(bus.js, settings.stream_replicas)
         return bus
 
     async def publish(self, subject: str, msg: Message) -> PubAck:
@@ -104,13 +110,13 @@ class Bus:
 
     async def kv(self, bucket: str, ttl: float | None = None) -> KeyValue:
         """A JetStream key-value bucket, created on first use (with entries expiring after
-        ``ttl`` seconds, when given)."""
+        ``ttl`` seconds, when given) with ``stream_replicas`` copies."""
         kv = self._kv.get(bucket)
         if kv is None:
             try:
                 kv = await self.js.key_value(bucket)
             except BucketNotFoundError:
-                kv = await self.js.create_key_value(bucket=bucket, ttl=ttl)
+                kv = await self.js.create_key_value(bucket=bucket, ttl=ttl, replicas=self.settings.stream_replicas)
             self._kv[bucket] = kv
         return kv
 

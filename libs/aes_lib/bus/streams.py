@@ -33,7 +33,7 @@ def stream_for(subject: str) -> str:
     raise UnknownSubjectError(f"no stream captures subject {subject!r}; add it to aes_proto.subjects.STREAMS")
 
 
-def stream_config(name: str) -> StreamConfig:
+def stream_config(name: str, replicas: int = 1) -> StreamConfig:
     spec = STREAMS[name]
     return StreamConfig(
         name=name,
@@ -41,13 +41,15 @@ def stream_config(name: str) -> StreamConfig:
         retention=RetentionPolicy(spec["retention"]),
         storage=StorageType.FILE,
         duplicate_window=DUPLICATE_WINDOW,
+        num_replicas=replicas,
     )
 
 
-async def ensure_streams(js: JetStreamContext) -> None:
-    """Create every stream, or update its subjects if it already exists."""
+async def ensure_streams(js: JetStreamContext, replicas: int = 1) -> None:
+    """Create every stream with ``replicas`` copies, or update its subjects (and replicas)
+    if it already exists."""
     for name in STREAMS:
-        config = stream_config(name)
+        config = stream_config(name, replicas)
         try:
             await js.stream_info(name)
         except NotFoundError:

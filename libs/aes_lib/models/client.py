@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 import msgspec
 
+from aes_lib import telemetry
 from aes_lib.models.prices import PriceTable
 
 
@@ -240,33 +241,37 @@ class ChatClient:
             # Structured output (e.g. a JSON Schema): constrained decoding on llama.cpp and vLLM.
             body["response_format"] = response_format
         t0 = time.monotonic()
-        data = await self._post(f"{self.base_url}/chat/completions", body)
-        try:
-            choice = data["choices"][0]
-            text = choice["message"]["content"] or ""
-        except (KeyError, IndexError, TypeError):
-            raise ModelResponseError(f"not a chat completion: {str(data)[:300]}") from None
-        ids, logprobs = _completion_tokens(choice.get("logprobs"))
-        prompt_ids = data.get("prompt_token_ids") or choice.get("prompt_token_ids") or await self._prompt_ids(messages)
-        usage = data.get("usage") or {}
-        n_prompt = int(usage.get("prompt_tokens") or len(prompt_ids))
-        n_completion = int(usage.get("completion_tokens") or len(ids))
-        turn = ChatTurn(
-            text=text,
-            prompt_token_ids=list(prompt_ids),
-            completion_token_ids=ids,
-            completion_logprobs=logprobs,
-            prompt_tokens=n_prompt,
-            completion_tokens=n_completion,
-            cost_usd=self.prices.cost(self.model, n_prompt, n_completion),
-            finish_reason=str(choice.get("finish_reason") or ""),
-            model=self.model,
-            seconds=time.monotonic() - t0,
-            temperature=temperature,
-            policy_version=_int_or_none(data.get("policy_version")),
-        )
-        self.usage.add(turn)
-        return turn
+        # One span per call, a child of the episode's trial or proposer step (telemetry).
+        with telemetry.tracer().start_as_current_span("model chat", attributes={
+                "gen_ai.request.model": self.model, "gen_ai.request.max_tokens": max_tokens}) as span:
+            data = await self._post(f"{self.base_url}/chat/completions", body)
+            try:
+                choice = data["choices"][0]
+                text = choice["message"]["content"] or ""
+            except (KeyError, IndexError, TypeError):
+                raise ModelResponseError(f"not a chat completion: {str(data)[:300]}") from None
+            ids, logprobs = _completion_tokens(choice.get("logprobs"))
+            prompt_ids = data.get("prompt_token_ids") or choice.get("prompt_token_ids") or await self._prompt_ids(messages)
+            usage = data.get("usage") or {}
+            n_prompt = int(usage.get("prompt_tokens") or len(prompt_ids))
+            n_completion = int(usage.get("completion_tokens") or len(ids))
+            turn = ChatTurn(
+                text=text,
+                prompt_token_ids=list(prompt_ids),
+                completion_token_ids=ids,
+                completion_logprobs=logprobs,
+                prompt_tokens=n_prompt,
+                completion_tokens=n_completion,
+                cost_usd=self.prices.cost(self.model, n_prompt, n_completion),
+                finish_reason=str(choice.get("finish_reason") or ""),
+                model=self.model,
+                seconds=time.monotonic() - t0,
+                temperature=temperature,
+                policy_version=_int_or_none(data.get("policy_version")),
+            )
+            span.set_attributes({"gen_ai.usage.input_tokens": n_prompt, "gen_ai.usage.output_tokens": n_completion})
+            self.usage.add(turn)
+            return turn
 
 
 def _int_or_none(value: Any) -> int | None:

@@ -16,6 +16,7 @@ import docker.errors
 import requests.exceptions
 import urllib3.exceptions
 
+from aes_lib import telemetry
 from aes_lib.bundle import Task
 from aes_lib.bundle.task import walk
 from aes_lib.config import Settings
@@ -75,11 +76,13 @@ class ImageCache:
             raise BuildFailedError("only environment/Dockerfile is supported (no docker-compose.yaml)")
         tag = f"{IMAGE_REPO}:{environment_hash(task.environment_dir)[:32]}"
         lock = self._locks.setdefault(tag, asyncio.Lock())
-        async with lock:  # concurrent validations of one environment share one build
-            if await self._present(tag):
-                return tag
-            timeout = min(env.build_timeout_sec, self.max_build_timeout)
-            await asyncio.to_thread(self._build, task.environment_dir, tag, timeout)
+        with telemetry.tracer().start_as_current_span("image build", attributes={"aes.image": tag}) as span:
+            async with lock:  # concurrent validations of one environment share one build
+                cached = await self._present(tag)
+                span.set_attribute("aes.cached", cached)
+                if not cached:
+                    timeout = min(env.build_timeout_sec, self.max_build_timeout)
+                    await asyncio.to_thread(self._build, task.environment_dir, tag, timeout)
         return tag
 
     async def _present(self, tag: str) -> bool:

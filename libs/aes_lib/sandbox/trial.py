@@ -20,6 +20,7 @@ import time
 from collections.abc import Awaitable
 from typing import Protocol, TypeVar
 
+from aes_lib import telemetry
 from aes_lib.bundle import Task
 from aes_lib.sandbox import verifier
 from aes_lib.sandbox.container import ExecResult, LimitCaps, Limits, Sandbox, SandboxError
@@ -147,7 +148,16 @@ async def run_trial(
     labels: dict[str, str] | None = None,
 ) -> TrialResult:
     """Build (or reuse) the image, start the agent's sandbox and the verifier's, run the
-    agent then the verifier."""
+    agent then the verifier; one ``trial`` span (in the episode's trace) with its reward."""
+    with telemetry.tracer().start_as_current_span(
+            "trial", attributes={"aes.task": task.name, "aes.agent": type(agent).__name__}) as span:
+        result = await _trial(task, agent, images, image=image, caps=caps, labels=labels)
+        span.set_attributes({"aes.reward": result.reward, "aes.error": result.error})
+        return result
+
+
+async def _trial(task: Task, agent: Agent, images: ImageCache, *, image: str | None, caps: LimitCaps | None,
+                 labels: dict[str, str] | None) -> TrialResult:
     t0 = time.monotonic()
     image = image or await images.build(task)
     env = task.config.environment
