@@ -112,8 +112,8 @@ def describe(subject: str, m: Message) -> str | None:
         case CalibrationResult():
             lin = m.lineage
             tail = f", revision {lin.revision + 1} requested" if m.resubmitted else ""
-            return (f"result {lin.assignment_id} rev{lin.revision}: {outcome_label(m)} (mean {m.mean:.2f}, "
-                    f"proposer reward {m.proposer_reward:.2f}){tail}")
+            reward = "" if lin.mode == "seed" else f", proposer reward {m.proposer_reward:.2f}"  # a seed has no proposer
+            return f"result {lin.assignment_id} rev{lin.revision}: {outcome_label(m)} (mean {m.mean:.2f}{reward}){tail}"
         case PoolEvent():
             return f"pool: {m.kind} {_short(m.env_id)} ({m.reason}); size {m.pool_size}"
         case DeadLetter():

@@ -89,7 +89,7 @@ async def test_stack_lifecycle(home: Path) -> None:
     stopped = await asyncio.to_thread(stack.down, home)
     assert set(stopped) == {"probe", "nats"}
     assert not (home / "stack.json").exists()
-    assert not stack.alive(state.nats, "nats-server")
+    assert not any(stack.alive(pid, "nats-server") for pid in state.nats)
     restarted = await asyncio.to_thread(stack.up, Settings.from_env(), SERVICES, False)
     assert restarted.nats_password == settings.nats_password
     assert [r.idempotency_key for r in await _results(restarted)] == ["a-1:probe"]

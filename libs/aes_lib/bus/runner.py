@@ -24,6 +24,7 @@ import msgspec
 import nats
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.errors import ServiceUnavailableError
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from aes_proto.codec import MessageError, decode, encode
@@ -114,6 +115,11 @@ class _Runner:
                 try:
                     msgs = await sub.fetch(free, timeout=FETCH_WAIT)
                 except (nats.errors.TimeoutError, asyncio.TimeoutError):  # nats-py raises either
+                    continue
+                except (ServiceUnavailableError, nats.errors.NoRespondersError) as e:
+                    # A cluster electing the stream's new leader answers 503 for a few seconds.
+                    log.warning("%s: JetStream unavailable, retrying: %r", svc.name, e)
+                    await asyncio.sleep(FETCH_WAIT)
                     continue
                 for m in msgs:
                     task = asyncio.create_task(self.guarded(m))

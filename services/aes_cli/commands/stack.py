@@ -24,7 +24,8 @@ def _up(args: argparse.Namespace) -> int:
     from aes_ops import stack
 
     with Progress("up") as progress:
-        settings = stack.up(Settings.from_env(), model=not args.no_model, progress=progress.step)
+        settings = stack.up(Settings.from_env(), model=not args.no_model, progress=progress.step,
+                            nats_cluster=args.nats_cluster)
     print(f"stack up in {settings.home}: NATS {settings.nats_url}, blobs {settings.blob_location}, "
           f"model {settings.model_url or '-'}; logs in {settings.home / 'logs'}")
     return _report(asyncio.run(stack.health(settings)))
@@ -93,6 +94,9 @@ def _replicas(name: str, n: int) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("up", help="start the embedded stack (NATS, blob store, local model, every service)")
     p.add_argument("--no-model", action="store_true", help="do not start the local model server")
+    p.add_argument("--nats-cluster", type=int, choices=(1, 3, 5), metavar="N",
+                   help="run N nats-servers (1, 3 or 5) as one JetStream cluster with N replicas of every "
+                        "stream, surviving the loss of a minority (default: as before, else 1)")
     p.set_defaults(func=_up)
     sub.add_parser("down", help="stop the embedded stack (data is kept)").set_defaults(func=_down)
     sub.add_parser("health", help="check each part of the stack").set_defaults(func=_health)
