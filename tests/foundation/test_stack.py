@@ -150,8 +150,9 @@ def test_unknown_service_is_a_clear_error() -> None:
 async def test_up_after_nats_died_replaces_the_services_that_pointed_at_it(home: Path) -> None:
     first = await asyncio.to_thread(stack.up, Settings.from_env(), SERVICES, False)
     before = stack.StackState.load(home)
-    os.kill(before.nats, signal.SIGKILL)
-    await eventually(lambda: _gone(before.nats), "nats-server to die")
+    (pid,) = before.nats
+    os.kill(pid, signal.SIGKILL)
+    await eventually(lambda: _gone(pid), "nats-server to die")
     second = await asyncio.to_thread(stack.up, Settings.from_env(), SERVICES, False)
     after = stack.StackState.load(home)
     assert after.nats != before.nats and second.nats_password == first.nats_password
