@@ -152,3 +152,88 @@ def test_bad_heldout_jsonl_raises_heldout_format_error(tmp_path, content, messag
 def test_missing_heldout_source_raises(tmp_path):
     with pytest.raises(HeldoutFormatError, match="no such file"):
         load_heldout(tmp_path / "nope")
+
+
+def _reference(heldout: list[HeldoutTask], text: str, n: int = 13) -> tuple[int, str, str] | None:
+    """The plain definition: the first window of ``text`` found in a dict of held-out n-token tuples."""
+    table: dict[tuple[str, ...], str] = {}
+    for t in heldout:
+        ws = tokens(t.instruction)
+        for i in range(len(ws) - n + 1):
+            table.setdefault(tuple(ws[i : i + n]), t.id)
+    ws = tokens(text)
+    for i in range(len(ws) - n + 1):
+        if tuple(ws[i : i + n]) in table:
+            return i, " ".join(ws[i : i + n]), table[tuple(ws[i : i + n])]
+    return None
+
+
+def _random_case(rng: random.Random) -> tuple[list[HeldoutTask], list[str]]:
+    vocab = ["alpha", "Beta", "straße", "ＡＢＣ", "x_1", "42", "naïve", "go", "to", "the"]
+    seps = [" ", "  ", ", ", "\n", "`/", "!? ", "—", "\t"]
+
+    def text(words: list[str]) -> str:
+        return "".join(w + rng.choice(seps) for w in words)
+
+    heldout = [HeldoutTask(f"h{i}", text(rng.choices(vocab, k=rng.randint(5, 40)))) for i in range(4)]
+    cands = []
+    for _ in range(10):
+        words = rng.choices(vocab, k=rng.randint(0, 40))
+        src = tokens(rng.choice(heldout).instruction)
+        if len(src) >= 13 and rng.random() < 0.7:
+            length = rng.choice([11, 12, 13, 14])  # near misses and hits, re-punctuated and re-cased
+            at = rng.randrange(len(src) - min(length, len(src)) + 1)
+            piece = [w.upper() if rng.random() < 0.3 else w for w in src[at : at + length]]
+            words[rng.randint(0, len(words)) : 0] = piece
+        cands.append(text(words))
+    return heldout, cands
+
+
+def _as_tuple(match):
+    return None if match is None else (match.position, match.ngram, match.heldout_id)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_verdicts_equal_the_tuple_reference_on_random_inputs(seed):
+    rng = random.Random(seed)
+    heldout, cands = _random_case(rng)
+    index = NgramIndex.build(heldout)
+    many = {m.candidate: _as_tuple(m) for m in index.check_many(cands)}
+    for c, text in enumerate(cands):
+        want = _reference(heldout, text)
+        assert _as_tuple(index.check(text)) == want
+        assert many.get(c) == want
+
+
+def test_forced_hash_collisions_never_change_a_verdict(monkeypatch):
+    """Every token and every window hashing alike: only exact verification may decide."""
+    import aes_lib.contamination.index as index_module
+
+    monkeypatch.setattr(index_module, "_mix", lambda x: np.zeros(len(x), dtype=np.uint64))
+    for seed in range(20):
+        rng = random.Random(100 + seed)
+        heldout, cands = _random_case(rng)
+        index = NgramIndex.build(heldout)
+        assert len(set(index.hashes.tolist())) <= 1
+        for text in cands:
+            assert _as_tuple(index.check(text)) == _reference(heldout, text)
+
+
+def test_exact_check_alone_when_the_kgram_set_is_skipped(monkeypatch):
+    import aes_lib.contamination.index as index_module
+
+    monkeypatch.setattr(index_module, "_ANCHOR_MAX_TOKENS", 0)
+    heldout, cands = _random_case(random.Random(7))
+    index = NgramIndex.build(heldout)
+    for text in cands:
+        assert _as_tuple(index.check(text)) == _reference(heldout, text)
+
+
+def test_token_bytes_equal_tokens_encoded():
+    from aes_lib.contamination.tokenize import token_bytes
+
+    rng = random.Random(3)
+    alphabet = [chr(c) for c in range(128)] + ["é", "ß", "Ａ", "ﬁ", "٣", "\u00a0"]
+    for _ in range(3000):
+        s = "".join(rng.choices(alphabet if rng.random() < 0.3 else alphabet[:128], k=rng.randint(0, 50)))
+        assert token_bytes(s) == [t.encode() for t in tokens(s)]

@@ -6,7 +6,11 @@ Each n-gram window (stride 1, never across two instructions) is keyed by a 64-bi
 hash of its ids; the keys are sorted (``hashes``) next to the window's start in
 ``tokens`` (``starts``).
 
-A check maps the candidate's tokens to ids (any token the held-out set never
+A check first probes a set of every held-out k-gram (k = (n+1)//2, as text)
+with the candidate's k-grams at positions 0, k, 2k...: any shared n-gram holds
+one of them whole, so a candidate with no hit (almost all) is clean after about
+len/k set lookups, all done in C. Only a candidate with a hit is checked exactly:
+it maps the candidate's tokens to ids (any token the held-out set never
 uses gets one shared "unknown" id), hashes every window with a few vectorized
 passes (one prefix sum, whatever n), drops almost every window with a one-byte
 prefilter, binary-searches the rest, and verifies each hit token by token against
@@ -17,6 +21,7 @@ produce a report. The work is linear in the candidate's length.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import struct
 from collections.abc import Iterable, Sequence
 from itertools import repeat
@@ -25,7 +30,7 @@ import msgspec
 import numpy as np
 
 from aes_lib.contamination.heldout import HeldoutTask
-from aes_lib.contamination.tokenize import TOKENIZER_NAME, tokens
+from aes_lib.contamination.tokenize import TOKENIZER_NAME, token_bytes
 
 DEFAULT_N = 13
 """Window length in tokens (the protocol's contamination rule)."""
@@ -37,6 +42,7 @@ _BASE = 0x9E3779B97F4A7C15  # odd, hence invertible mod 2^64
 _BASE_INV = pow(_BASE, -1, 1 << 64)
 _BATCH_TOKENS = 1 << 20  # bound on memory per vectorized pass of check_many
 _FILTER_BITS = (16, 24)  # prefilter size range: 2^16..2^24 one-byte slots, ~16 per n-gram
+_ANCHOR_MAX_TOKENS = 5_000_000  # the k-gram set costs ~100 bytes a held-out token: above this, skip it
 
 
 class IndexFormatError(ValueError):
@@ -127,7 +133,7 @@ class NgramIndex:
         self.token_ids = token_ids
         self.hashes = hashes
         self.starts = starts
-        self._lookup = {tok: i for i, tok in enumerate(vocab)}
+        self._lookup = {tok.encode(): i for i, tok in enumerate(vocab)}
         # Token id -> 64-bit value; the extra last slot stands for any unknown token.
         self._unknown = len(vocab)
         self._separator = np.array([self._unknown], np.int64)
@@ -145,31 +151,34 @@ class NgramIndex:
     def build(cls, tasks: Iterable[HeldoutTask], n: int = DEFAULT_N) -> "NgramIndex":
         if n < 1:
             raise ValueError(f"n must be positive, got {n}")
-        lookup: dict[str, int] = {}
         doc_ids: list[str] = []
-        pieces: list[np.ndarray] = []
+        lengths_list: list[int] = []
+        all_toks: list[bytes] = []
         for task in tasks:
-            ids = [lookup.setdefault(t, len(lookup)) for t in tokens(task.instruction)]
+            toks = token_bytes(task.instruction)
             doc_ids.append(task.id)
-            pieces.append(np.asarray(ids, dtype=np.uint32))
-        lengths = np.fromiter((len(p) for p in pieces), dtype=np.uint64, count=len(pieces))
+            lengths_list.append(len(toks))
+            all_toks += toks
+        # Ids in order of first use, assigned by C-level passes rather than a Python loop per token.
+        distinct = list(dict.fromkeys(all_toks))
+        lookup = dict(zip(distinct, range(len(distinct))))
+        lengths = np.array(lengths_list, dtype=np.uint64)
         offsets = np.concatenate([np.zeros(1, np.uint64), np.cumsum(lengths, dtype=np.uint64)])
         total = int(offsets[-1])
         if total >= 2**32:
             raise ValueError(f"held-out set too large for 32-bit offsets: {total} tokens")
-        token_ids = np.concatenate(pieces) if pieces else np.empty(0, np.uint32)
+        token_ids = np.fromiter(map(lookup.__getitem__, all_toks), np.uint32, total)
+        del all_toks
 
         all_hashes = _window_hashes(_mix(token_ids.astype(np.uint64)), n)
         window_starts = np.arange(len(all_hashes), dtype=np.uint64)
         # A window is kept only if it ends inside the instruction it starts in.
-        doc_of_start = np.searchsorted(offsets, window_starts, side="right") - 1
-        inside = window_starts + np.uint64(n) <= offsets[doc_of_start + 1]
+        doc_end = np.repeat(offsets[1:], lengths.astype(np.int64))[: len(all_hashes)]
+        inside = window_starts + np.uint64(n) <= doc_end
         order = np.argsort(all_hashes[inside], kind="stable")
         hashes = all_hashes[inside][order]
         starts = window_starts[inside][order].astype(np.uint32)
-        vocab = [""] * len(lookup)
-        for tok, i in lookup.items():
-            vocab[i] = tok
+        vocab = [tok.decode() for tok in distinct]
         return cls(n, vocab, doc_ids, offsets, token_ids, hashes, starts)
 
     # -- checking -----------------------------------------------------------------
@@ -187,19 +196,45 @@ class NgramIndex:
         """
         matches: list[Match] = []
         batch: list[np.ndarray] = []
-        batch_start = size = 0
+        which: list[int] = []
+        size = 0
         for i, text in enumerate(texts):
-            toks = tokens(text)
+            toks = token_bytes(text)
+            if not self._may_share(toks):
+                continue
             batch.append(np.fromiter(map(self._lookup.get, toks, repeat(self._unknown)), np.int64, len(toks)))
+            which.append(i)
             size += len(toks) + 1
             if size >= _BATCH_TOKENS:
-                matches += self._check_ids(batch, batch_start, first_only)
-                batch, batch_start, size = [], i + 1, 0
+                matches += self._check_ids(batch, which, first_only)
+                batch, which, size = [], [], 0
         if batch:
-            matches += self._check_ids(batch, batch_start, first_only)
+            matches += self._check_ids(batch, which, first_only)
         return matches
 
-    def _check_ids(self, batch: list[np.ndarray], first: int, first_only: bool) -> list[Match]:
+    @functools.cached_property
+    def _anchors(self) -> frozenset[bytes] | None:
+        """Every held-out k-gram as its tokens joined by spaces (None when too large to hold).
+        Built on first use: it is derived from the stored arrays, never stored."""
+        if len(self.token_ids) > _ANCHOR_MAX_TOKENS:
+            return None
+        k = (self.n + 1) // 2
+        vocab = [tok.encode() for tok in self.vocab]
+        grams: set[bytes] = set()
+        for lo, hi in zip(self.offsets[:-1].tolist(), self.offsets[1:].tolist()):
+            toks = [vocab[i] for i in self.token_ids[lo:hi].tolist()]
+            grams.update(map(b" ".join, zip(*(toks[j:] for j in range(k)))))
+        return frozenset(grams)
+
+    def _may_share(self, toks: list[bytes]) -> bool:
+        """False only when ``toks`` surely shares no n-gram: a shared window [p, p+n) holds the
+        k-gram at the first multiple of k from p whole, since k-1 + k <= n."""
+        if self._anchors is None:
+            return True
+        k = (self.n + 1) // 2
+        return not self._anchors.isdisjoint(map(b" ".join, zip(*[iter(toks)] * k)))
+
+    def _check_ids(self, batch: list[np.ndarray], which: list[int], first_only: bool) -> list[Match]:
         n = self.n
         # One array for the whole batch, candidates separated by the unknown-token id. A
         # window holding an unknown token (or a separator) cannot pass verification, so
@@ -229,7 +264,7 @@ class NgramIndex:
                 continue  # a hash collision, not a shared n-gram
             done.add(cand)
             ngram = " ".join(self.vocab[int(t)] for t in window)
-            matches.append(Match(first + cand, pos - int(cand_starts[cand]), ngram, self.doc_ids[doc]))
+            matches.append(Match(which[cand], pos - int(cand_starts[cand]), ngram, self.doc_ids[doc]))
         return matches
 
     def _verify(self, window: np.ndarray, key: np.uint64, slot: int) -> int | None:
