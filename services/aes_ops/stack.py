@@ -199,7 +199,17 @@ def _await_jetstream(settings: Settings) -> None:
                     raise StackError(f"JetStream at {settings.nats_url} not ready within {START_TIMEOUT:.0f} s: {e}")
                 await asyncio.sleep(0.2)
 
-    asyncio.run(wait())
+    _run(wait())
+
+
+def _run(coro) -> None:
+    """Run ``coro`` to the end on a loop of its own thread: ``up`` is synchronous, and its
+    callers include coroutines (tests, ``aes run``) whose loop is already running."""
+    import asyncio
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="aes-up") as pool:
+        pool.submit(asyncio.run, coro).result()
 
 
 def _start_model(home: Path, engine: str, env: Mapping[str, str], part: str = "model") -> tuple[int, str]:
@@ -319,8 +329,6 @@ def up(settings: Settings, services: Mapping[str, str] | None = None, model: boo
 def _check_route(settings: Settings) -> None:
     """Refuse (``RouteConfigError``) a route the stack cannot carry to a decision; a stage
     the built-in services do not consume may be served by a consumer already on the bus."""
-    import asyncio
-
     from aes_lib.admission import check_live_route
     from aes_lib.bus import Bus
     from aes_services.registry import builtin_stages
@@ -329,7 +337,7 @@ def _check_route(settings: Settings) -> None:
         async with await Bus.connect(settings, name="aes-route-check") as bus:
             await check_live_route(bus.js, settings.route_stages, builtin_stages(), wait=0)
 
-    asyncio.run(check())
+    _run(check())
 
 
 def _await_services(started: Mapping[str, subprocess.Popen], home: Path, say: Callable[[str], None]) -> None:

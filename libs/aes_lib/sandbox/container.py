@@ -288,7 +288,7 @@ class Sandbox:
                 if err:
                     out.add(err)
 
-        task = asyncio.ensure_future(asyncio.to_thread(pump))
+        task = asyncio.ensure_future(_call(pump))  # a container that died under it: SandboxError
         timed_out = False
         try:
             await asyncio.wait_for(asyncio.shield(task), timeout)
