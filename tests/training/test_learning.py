@@ -71,4 +71,6 @@ async def test_mean_training_reward_rises_over_updates(fresh_nats, bus, word_pol
     for w in range(1, WAVES):
         earlier = [s.policy_version for s in stats if s.group_ids[0].split("-")[0] < f"learnw{w}"]
         assert min(s.policy_version for s in by_wave[f"learnw{w}"]) >= max(earlier, default=0)
-    assert statistics.mean(means[-2:]) >= means[0] + 0.2, means
+    # Against the untrained policy's known 0.5, not the first wave's noisy 16 samples (it drew
+    # 11/16 once): 32 attempts averaging 0.75 or more happen by chance with p < 0.004.
+    assert statistics.mean(means[-2:]) >= 0.75, means
