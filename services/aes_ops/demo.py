@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from aes_proto import subjects
 from aes_proto.messages import CalibrationResult, CandidateEnv, DeadLetter, Lineage
 
-from aes_lib.bundle import Task, pack
 from aes_lib.flywheel.status import outcome_label
 from aes_lib.sandbox import ImageCache, ValidationReport, validate_task
 from aes_ops.rounds import BusFeed, describe
+from aes_ops.seeding import seed_entry
 
 async def validate_seeds(dirs: Sequence[Path], out: Callable[[str], None], jobs: int = 2) -> list[ValidationReport]:
     """Validate each seed as the validator would (build, oracle = 1, empty solution < 0.5),
@@ -41,13 +42,12 @@ def seed_candidate(task_dir: Path, blobs, route: Sequence[str]) -> CandidateEnv:
     """``task_dir`` as a candidate at the head of ``route``. Its mode ``seed`` keeps it out of the
     proposer's numbers and from revisions; ids are unique per call, so a second run sends it
     through again instead of being deduplicated."""
-    task = Task.load(task_dir)
-    packed = pack(task_dir)
-    ref = blobs.put_content("bundles", packed.data, suffix=".tar.gz")
-    run_id = f"seed-{task_dir.name}-{time.strftime('%Y%m%d%H%M%S')}"
-    category = str((task.config.metadata or {}).get("category", ""))
-    return CandidateEnv(idempotency_key=f"{run_id}:candidate", episode_id=run_id, env_id=packed.sha256, bundle=ref,
-                        lineage=Lineage(assignment_id=run_id, category=category, mode="seed"), route=tuple(route))
+    entry = seed_entry(task_dir, blobs)
+    # The time for a reader, a random tail so two calls within a second still differ.
+    run_id = f"seed-{task_dir.name}-{time.strftime('%Y%m%d%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    return CandidateEnv(idempotency_key=f"{run_id}:candidate", episode_id=run_id, env_id=entry.env_id,
+                        bundle=entry.bundle, route=tuple(route),
+                        lineage=Lineage(assignment_id=run_id, category=entry.category, mode="seed"))
 
 
 async def through_gates(bus, candidate: CandidateEnv, timeout: float, out: Callable[[str], None]) -> str:
@@ -61,15 +61,13 @@ async def through_gates(bus, candidate: CandidateEnv, timeout: float, out: Calla
             subject, m = got
             if m.episode_id != candidate.episode_id:  # e.g. an earlier run's copy, redelivered
                 continue
-            match m:
-                case CalibrationResult() if m.lineage.assignment_id == candidate.lineage.assignment_id:
-                    out(describe(subject, m) or "")
-                    return outcome_label(m)
-                case DeadLetter():
-                    out(describe(subject, m) or "")
-                    return "dead_letter"
             if line := describe(subject, m):
                 out(line)
+            match m:  # within the candidate's episode: its own end
+                case CalibrationResult():
+                    return outcome_label(m)
+                case DeadLetter():
+                    return "dead_letter"
     out(f"  no result within {timeout:.0f} s (the services' logs are in $AES_HOME/logs)")
     return "timeout"
 

@@ -29,7 +29,7 @@ from aes_proto.messages import CalibrationResult, LearnerStats, RolloutSummary, 
 
 from aes_lib.flywheel.config import FlywheelConfig  # noqa: E402
 from aes_lib.flywheel.status import Status, render  # noqa: E402
-from aes_ops.readout import skipped, snapshot, unique  # noqa: E402
+from aes_ops.readout import Snapshot, skipped, snapshot, unique  # noqa: E402
 
 
 def _png(fig) -> str:
@@ -168,10 +168,11 @@ def build(status: Status, results: Sequence[CalibrationResult], rollouts: Sequen
     )
 
 
-async def write(bus, config: FlywheelConfig, out: Path) -> dict[str, int]:
-    """Write the report of everything on ``bus`` to ``out``; returns the undecodable
+async def write(bus, config: FlywheelConfig, out: Path, snap: Snapshot | None = None) -> dict[str, int]:
+    """Write the report of everything on ``bus`` to ``out`` (``snap``: a snapshot the caller
+    already read, so the result history is not read twice); returns the undecodable
     messages it had to leave out, by subject."""
-    snap = await snapshot(bus, config)
+    snap = snap or await snapshot(bus, config)
     learner = await bus.history(subjects.LEARNER_STATS, LearnerStats)
     serving = await bus.history(subjects.SERVING_VERSION, ServingUpdate)
     status = dataclasses.replace(snap.status, skipped={**snap.status.skipped, **skipped([learner, serving])})

@@ -70,7 +70,7 @@ async def flywheel(settings: Settings, args: argparse.Namespace) -> int:
         )
         snap = await snapshot(bus, config)
         report_path = settings.home / "report.html"
-        await report.write(bus, config, report_path)
+        await report.write(bus, config, report_path, snap)
     _say("\n== summary")
     _say(render(snap.status, len(snap.pool), snap.pool_by_category))
     rounds = {t.round for t in trackers}
