@@ -18,6 +18,7 @@ from pathlib import Path
 
 from aes_lib.agents.proposer.config import ProposerConfig
 from aes_lib.config import DOC_DEFAULT, Settings
+from aes_lib.domains.ask_human.tool import AskHumanSettings
 from aes_lib.flywheel.config import FlywheelConfig
 from aes_lib.flywheel.training import TrainingConfig
 from aes_lib.learner.config import LearnerConfig
@@ -30,6 +31,7 @@ REGISTRY: tuple[tuple[str, type], ...] = (
     ("Review gate", ReviewSettings),
     ("Training waves", TrainingConfig),
     ("Learner", LearnerConfig),
+    ("Ask-human tasks", AskHumanSettings),
 )
 """(heading, class) of every settings class; each reads ``<cls.env_prefix><FIELD>`` with
 ``aes_lib.config.read_env``."""

@@ -91,6 +91,8 @@ class Lineage(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=T
     """0 for a fresh assignment; 1..max_revisions when sent back by a check."""
     parent_env_id: str | None = None
     category: str = ""
+    domain: str = ""
+    """The environment's domain (``aes_lib.domains``); empty: terminal."""
     mode: GenerationMode = "agent"
     """How the proposer builds the environment: ``agent``, ``prompt``, ``feedback`` (``seed``: a seed task)."""
     proposer_model: str = ""
@@ -261,6 +263,8 @@ class RolloutSummary(Message, frozen=True):
     policy_version: int = 0
     purpose: Literal["calibration", "training", "pool_review", "diagnostic", "proposer_tool"] = "training"
     model: str = ""
+    metrics: dict[str, float] = {}
+    """Domain metrics of the attempt (ask_human: ``asks``, ``ask_f1``); empty for a plain task."""
     """Model name of the solver that made the attempt."""
 
 

@@ -38,6 +38,8 @@ class PoolEntry(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields
     """Content hash of the bundle."""
     bundle: BlobRef
     category: str = ""
+    domain: str = ""
+    """The task's domain (``[metadata] domain``); empty: terminal."""
     mean_reward: float | None = None
     """Latest mean solver reward (calibration, then each pool review)."""
     source: Literal["seed", "calibration"] = "calibration"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import re
 from collections.abc import Sequence
@@ -13,21 +12,11 @@ from aes_proto import subjects
 from aes_proto.messages import PoolEvent
 
 from aes_lib.bundle import Task, pack, unpack
+from aes_lib.domains import domain_name
+from aes_lib.domains.terminal import SEEDS_DIR
 from aes_proto.records import PoolEntry
 from aes_lib.flywheel.runners.pool_store import PoolStore
 
-
-def _package_dir(name: str) -> Path:
-    """Folder of the data-only package ``name`` (no ``__init__``, so found without importing)."""
-    spec = importlib.util.find_spec(name)
-    found = [Path(p) for p in (spec.submodule_search_locations or []) if Path(p).is_dir()] if spec else []
-    if not found:
-        raise ModuleNotFoundError(f"package {name} is not installed: reinstall autoenvscaling (make install)")
-    return found[0]
-
-
-SEEDS_DIR = _package_dir("aes_seeds")
-"""The bundled seed tasks: the checkout's ``seeds/`` folder, installed as package ``aes_seeds``."""
 REGISTRY_FILE = "registry.json"
 """Dataset index written by ``export``: one record per task directory."""
 
@@ -49,7 +38,8 @@ def seed_entry(task_dir: Path, blobs) -> PoolEntry:
     packed = pack(task_dir)
     ref = blobs.put_content("bundles", packed.data, suffix=".tar.gz")
     category = str(task.config.metadata.get("category", "")) if task.config.metadata else ""
-    return PoolEntry(env_id=packed.sha256, bundle=ref, category=category, source="seed", name=task.name,
+    return PoolEntry(env_id=packed.sha256, bundle=ref, category=category, domain=domain_name(task.config.metadata),
+                     source="seed", name=task.name,
                      episode_id=f"seed-{packed.sha256[:16]}")
 
 

@@ -195,7 +195,7 @@ CASES: list[tuple[str, Callable[[], bytes], type[BundleError], BundleLimits]] = 
     ("negative-timeout", toml_with(TOML.replace("[agent]\ntimeout_sec = 30", "[agent]\ntimeout_sec = -5")), InvalidFieldError, BundleLimits()),
     ("zero-verifier-timeout", toml_with(TOML.replace("[verifier]\ntimeout_sec = 30", "[verifier]\ntimeout_sec = 0")), InvalidFieldError, BundleLimits()),
     ("zero-cpus", toml_with(TOML + "cpus = 0\n"), InvalidFieldError, BundleLimits()),
-    ("gpus", toml_with(TOML + "gpus = 1\n"), InvalidFieldError, BundleLimits()),
+    ("negative-gpus", toml_with(TOML + "gpus = -1\n"), InvalidFieldError, BundleLimits()),
     ("relative-workdir", toml_with(TOML + "workdir = \"app\"\n"), InvalidFieldError, BundleLimits()),
     ("bad-env-name", toml_with(TOML + "env = { \"A B\" = \"x\" }\n"), InvalidFieldError, BundleLimits()),
     ("bad-task-name", toml_with(TOML.replace("tests/hostile", "no-org")), InvalidFieldError, BundleLimits()),

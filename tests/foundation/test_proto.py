@@ -24,7 +24,7 @@ def sample(tp: object, name: str) -> object:
     if origin is tuple:
         return (sample(args[0], name),)
     if origin is dict:
-        return {"k": "v"}
+        return {sample(args[0], name): sample(args[1], name)}
     if isinstance(tp, type) and issubclass(tp, msgspec.Struct):
         return build(tp)
     return {str: f"{name}-x", int: 7, float: 0.25, bool: True, bytes: b"\x00\xff"}[tp]  # type: ignore[index]

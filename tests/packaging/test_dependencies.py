@@ -24,10 +24,16 @@ NOT_IMPORTED = {
 """Declared runtime dependencies no module imports by name, and why they are needed."""
 
 
+SANDBOX_CODE = {"image", "seeds", "template"}
+"""Folders of a domain package whose Python runs inside task containers, never in ours."""
+
+
 def third_party_imports() -> set[str]:
     names = set()
     for folder in ("proto", "libs", "services", "kernels"):
         for path in (ROOT / folder).rglob("*.py"):
+            if SANDBOX_CODE & set(path.relative_to(ROOT / folder).parts):
+                continue
             for node in ast.walk(ast.parse(path.read_text())):
                 if isinstance(node, ast.Import):
                     names.update(a.name.split(".")[0] for a in node.names)

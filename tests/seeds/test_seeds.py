@@ -100,18 +100,6 @@ def test_readme_lists_every_seed():
     assert listed == set(SEEDS)
 
 
-@pytest.fixture(scope="module")
-def images():
-    docker = pytest.importorskip("docker")
-    try:
-        client = docker.from_env()
-        client.images.get("aes-base:latest")
-    except docker.errors.DockerException as e:
-        pytest.skip(f"needs a Docker engine with aes-base:latest: {e}")
-    yield ImageCache(client)
-    client.close()
-
-
 @pytest.mark.docker
 @pytest.mark.parametrize("seed", SEEDS)
 async def test_seed_validates(seed, images):

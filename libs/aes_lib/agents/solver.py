@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from aes_lib.agents.loop import LoopLimits, run_loop
 from aes_lib.agents.parse import DONE_MARKER
 from aes_lib.agents.trajectory import Trajectory, store_trajectory
+from aes_lib.domains import ToolSession, domain_of
 from aes_lib.models import ChatClient
 from aes_lib.sandbox.trial import AgentOutcome, run_trial
 from aes_proto import subjects
@@ -34,14 +35,21 @@ Commands run in bash, non-interactively: do not start editors or prompts.
 When the task is complete, reply with {DONE_MARKER}."""
 
 
+SHAPED_REWARD = "shaped_reward"
+"""The metric holding the domain's shaped reward, which the learner trains on when present."""
+
+
 class SolverAgent:
     """One attempt's agent; keeps its trajectory for the caller."""
 
     def __init__(
-        self, client: ChatClient, limits: LoopLimits, rollout_id: str, env_id: str = "", hints: str | None = None
+        self, client: ChatClient, limits: LoopLimits, rollout_id: str, env_id: str = "", hints: str | None = None,
+        *, domain_prompt: str = "", tools: ToolSession | None = None,
     ) -> None:
         self.client = client
         self.hints = hints
+        self.system = "\n\n".join(p for p in (SYSTEM_PROMPT, domain_prompt, tools.prompt if tools else "") if p)
+        self.tools = tools
         self.limits = limits
         self.trajectory = Trajectory(rollout_id=rollout_id, role="solver", env_id=env_id, model=client.model)
 
@@ -49,10 +57,12 @@ class SolverAgent:
         traj = self.trajectory
         traj.instruction = instruction
         traj.messages = [
-            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "system", "content": self.system},
             {"role": "user", "content": f"Task:\n{instruction.strip()}" + (f"\n\nHints:\n{self.hints}" if self.hints else "")},
         ]
-        await run_loop(self.client, sandbox, traj, self.limits)
+        await run_loop(self.client, sandbox, traj, self.limits, tools=self.tools)
+        if self.tools:
+            traj.metrics = self.tools.metrics()
         return AgentOutcome(
             exit_code=0 if traj.stop_reason == "done" else 1,
             timed_out=traj.stop_reason == "time_limit",
@@ -81,11 +91,15 @@ async def rollout(
 ) -> Rollout:
     """One attempt on ``task`` (an ``aes_lib.bundle.Task``): agent loop, verifier, stored
     trajectory. ``hints`` extend the instruction (the calibrator's diagnostic attempt)."""
-    agent = SolverAgent(client, limits, rollout_id=rollout_id or uuid.uuid4().hex, env_id=env_id, hints=hints)
+    domain = domain_of(task)
+    agent = SolverAgent(client, limits, rollout_id=rollout_id or uuid.uuid4().hex, env_id=env_id, hints=hints,
+                        domain_prompt=domain.solver_prompt, tools=domain.tools(task, client) if domain.tools else None)
     started = time.monotonic()
     trial = await run_trial(task, agent, images)
     traj = agent.trajectory
     traj.reward = float(trial.reward)
+    if domain.shaped and (shaped := domain.shaped(traj.reward, traj.metrics)) is not None:
+        traj.metrics[SHAPED_REWARD] = shaped
     traj.verifier_output = trial.verifier.output
     traj.verifier_seconds = max(0.0, time.monotonic() - started - traj.agent_seconds)
     if trial.agent.timed_out and traj.stop_reason != "done":
@@ -151,6 +165,7 @@ async def publish_rollout(
             policy_version=t.policy_version,
             purpose=purpose,
             model=t.model,
+            metrics=t.metrics,
         ),
     )
     if purpose != "training":
@@ -164,7 +179,7 @@ async def publish_rollout(
             env_id=t.env_id,
             role="solver",
             group_id=group_id,
-            reward=t.reward,
+            reward=t.metrics.get(SHAPED_REWARD, t.reward),
             trajectory=r.ref,
             policy_version=t.policy_version,
             n_tokens=t.n_tokens,

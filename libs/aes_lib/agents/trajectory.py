@@ -65,6 +65,8 @@ class Trajectory(msgspec.Struct, kw_only=True):
     agent_seconds: float = 0.0
     verifier_seconds: float = 0.0
     error: str = ""
+    metrics: dict[str, float] = {}
+    """What the domain's solver tools measured (ask_human: ``asks``, ``ask_f1``)."""
 
     @property
     def n_tokens(self) -> int:

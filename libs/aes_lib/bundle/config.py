@@ -89,8 +89,8 @@ class EnvironmentConfig(_Section, frozen=True):
     """Memory limit in MiB; None: the sandbox default. Capped by the sandbox."""
     storage_mb: PositiveInt | None = None
     """Disk the task expects; recorded, not enforced (overlay2 without quotas)."""
-    gpus: Annotated[int, msgspec.Meta(ge=0, le=0)] | None = None
-    """GPUs requested; the sandbox has none, so only 0 is valid."""
+    gpus: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    """GPUs requested; where the Docker engine has no GPU runtime, validation says ``needs_gpu``."""
     allow_internet: bool = False
     """Whether the container gets a network at all (Harbor's default is true)."""
     env: EnvVars = {}

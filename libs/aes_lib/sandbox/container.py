@@ -21,6 +21,7 @@ from typing import IO
 
 import docker
 import docker.errors
+import docker.types
 
 from aes_lib.bundle import EnvironmentConfig
 
@@ -84,6 +85,8 @@ class Limits:
     """Most processes and threads at once (fork bombs stop here)."""
     network: bool = False
     """Whether the container has a network at all."""
+    gpus: int = 0
+    """GPUs given to the container (an NVIDIA runtime must exist: see ``images.gpu_engine``)."""
 
     @classmethod
     def for_task(cls, env: EnvironmentConfig, caps: "LimitCaps | None" = None) -> "Limits":
@@ -94,6 +97,7 @@ class Limits:
             memory_mb=min(env.memory_mb or caps.default_memory_mb, caps.max_memory_mb),
             pids=caps.pids,
             network=env.allow_internet and caps.allow_network,
+            gpus=env.gpus or 0,
         )
 
 
@@ -231,6 +235,8 @@ class Sandbox:
                 security_opt=["no-new-privileges"],
                 environment=dict(env or {}),
                 working_dir=workdir,
+                device_requests=[docker.types.DeviceRequest(count=limits.gpus, capabilities=[["gpu"]])]
+                if limits.gpus else None,
             )
         except docker.errors.DockerException as e:
             raise SandboxError(f"cannot start a container from {image}: {e}") from e

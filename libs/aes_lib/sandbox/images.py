@@ -20,9 +20,13 @@ from aes_lib import telemetry
 from aes_lib.bundle import Task
 from aes_lib.bundle.task import walk
 from aes_lib.config import Settings
+from aes_lib.domains.base import Domain
+from aes_lib.domains.registry import by_image
 from aes_lib.sandbox.container import MANAGED_LABEL
 
 IMAGE_REPO = "aes-env"
+DOMAIN_RECIPE_LABEL = "aes.domain-recipe"
+"""On a domain's image: the content hash of the recipe it was built from."""
 FROM_LINE = re.compile(r"^(\s*FROM\s+(?:--\S+\s+)*)(\S+)(.*)$", re.IGNORECASE | re.MULTILINE)
 """A Dockerfile's ``FROM [--flag...] IMAGE [AS NAME]``: (prefix, image, rest)."""
 logger = logging.getLogger("aes.sandbox")
@@ -74,7 +78,9 @@ class ImageCache:
             if env.docker_image:
                 return await self._existing(env.docker_image)
             raise BuildFailedError("only environment/Dockerfile is supported (no docker-compose.yaml)")
-        tag = f"{IMAGE_REPO}:{environment_hash(task.environment_dir)[:32]}"
+        # A task on a domain's image is rebuilt when that image's recipe changes.
+        domain_ids = [await self.domain_image(d) for d in referenced_domains(dockerfile)]
+        tag = f"{IMAGE_REPO}:{_tag_hash(environment_hash(task.environment_dir), domain_ids)}"
         lock = self._locks.setdefault(tag, asyncio.Lock())
         with telemetry.tracer().start_as_current_span("image build", attributes={"aes.image": tag}) as span:
             async with lock:  # concurrent validations of one environment share one build
@@ -84,6 +90,20 @@ class ImageCache:
                     timeout = min(env.build_timeout_sec, self.max_build_timeout)
                     await asyncio.to_thread(self._build, task.environment_dir, tag, timeout)
         return tag
+
+    async def domain_image(self, domain: Domain) -> str:
+        """Build ``domain.image`` from its recipe unless an image of this recipe exists;
+        returns the recipe's hash (what the tag's label records)."""
+        assert domain.image and domain.image_dir
+        recipe = environment_hash(domain.image_dir)
+        lock = self._locks.setdefault(domain.image, asyncio.Lock())
+        async with lock:
+            if await asyncio.to_thread(_label, self.client, domain.image, DOMAIN_RECIPE_LABEL) != recipe:
+                logger.info("building %s from %s", domain.image, domain.image_dir)
+                with telemetry.tracer().start_as_current_span("image build", attributes={"aes.image": domain.image}):
+                    await asyncio.to_thread(build_image, self.client, domain.image_dir, self.max_build_timeout,
+                                            tag=domain.image, labels={DOMAIN_RECIPE_LABEL: recipe})
+        return recipe
 
     async def _present(self, tag: str) -> bool:
         try:
@@ -100,6 +120,32 @@ class ImageCache:
     def _build(self, context: Path, tag: str, timeout: float) -> None:
         # No owner labels: the cache outlives the process that built it, so the reaper keeps it.
         build_image(self.client, context, timeout, tag=tag, labels={MANAGED_LABEL: "1"})
+
+
+def referenced_domains(dockerfile: Path) -> list[Domain]:
+    """The domains whose images ``dockerfile``'s FROM lines name."""
+    text = dockerfile.read_text(encoding="utf-8", errors="surrogateescape")
+    found = (by_image(m.group(2)) for m in FROM_LINE.finditer(text))
+    return list({d.name: d for d in found if d is not None}.values())
+
+
+def _tag_hash(env_hash: str, domain_recipes: list[str]) -> str:
+    if not domain_recipes:
+        return env_hash[:32]
+    return hashlib.sha256("\0".join([env_hash, *domain_recipes]).encode()).hexdigest()[:32]
+
+
+def _label(client: docker.DockerClient, image: str, label: str) -> str | None:
+    try:
+        return (client.images.get(image).labels or {}).get(label)
+    except docker.errors.ImageNotFound:
+        return None
+
+
+def gpu_engine(client: docker.DockerClient) -> bool:
+    """Whether containers of this Docker engine can be given GPUs (an NVIDIA runtime)."""
+    runtimes = client.info().get("Runtimes") or {}
+    return "nvidia" in runtimes
 
 
 def build_image(client: docker.DockerClient, context: Path, timeout: float, **options: object) -> str:

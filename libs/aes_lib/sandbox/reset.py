@@ -36,7 +36,7 @@ import docker.errors
 
 from aes_lib.bundle import Task
 from aes_lib.sandbox.container import MANAGED_LABEL, owner_labels
-from aes_lib.sandbox.images import BuildFailedError, ImageCache, build_image
+from aes_lib.sandbox.images import BuildFailedError, ImageCache, build_image, referenced_domains
 from aes_lib.sandbox.trial import OracleAgent, run_trial
 
 EXCLUDED_ROOTS = ("/proc", "/sys", "/dev", "/tmp", "/run", "/logs", "/tests", "/solution")
@@ -215,6 +215,8 @@ async def check_reset(
         return ResetReport(True, "not_applicable", "no environment/Dockerfile to rebuild (prebuilt image or compose)")
     client = images.client
     timeout = min(task.config.environment.build_timeout_sec, images.max_build_timeout)
+    for domain in referenced_domains(task.environment_dir / "Dockerfile"):
+        await images.domain_image(domain)  # rebuilt without cache: the task's layers, on the domain's image
     built: list[str] = []
     try:
         for _ in range(2):

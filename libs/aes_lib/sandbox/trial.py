@@ -22,6 +22,7 @@ from typing import Protocol, TypeVar
 
 from aes_lib import telemetry
 from aes_lib.bundle import Task
+from aes_lib.domains import domain_of
 from aes_lib.sandbox import verifier
 from aes_lib.sandbox.container import ExecResult, LimitCaps, Limits, Sandbox, SandboxError
 from aes_lib.sandbox.images import ImageCache
@@ -29,6 +30,8 @@ from aes_lib.sandbox.images import ImageCache
 DEFAULT_AGENT_TIMEOUT = 600.0
 """Agent seconds for a task whose [agent].timeout_sec is unset."""
 VERIFIER_DIR = "/logs/verifier"
+STARTUP_TIMEOUT = 120.0
+"""Seconds a domain's startup command may take to bring the task's services up."""
 T = TypeVar("T")
 
 
@@ -189,7 +192,7 @@ async def _agent_then_verifier(
     # nothing touches that container before restore.
     survey = asyncio.ensure_future(verifier.survey(fresh, task.config.environment.env))
     try:
-        outcome = await _agent_turn(sb, task, agent)
+        outcome = await _start_services(sb, task) or await _agent_turn(sb, task, agent)
         snap = await verifier.snapshot(sb)
     except BaseException:
         survey.cancel()
@@ -204,6 +207,22 @@ async def _agent_then_verifier(
                               env={"HOME": pristine.home, **cfg.env})
     files = await fresh.get_files(VERIFIER_DIR)
     return outcome, result, files.get("reward.json"), files.get("reward.txt")
+
+
+async def start_services(sb: Sandbox, task: Task) -> ExecResult | None:
+    """Run the task's domain's startup command as root (it brings the task's services up);
+    None when the domain has none."""
+    startup = domain_of(task).startup
+    return await sb.exec(startup, timeout=STARTUP_TIMEOUT, user=0) if startup else None
+
+
+async def _start_services(sb: Sandbox, task: Task) -> AgentOutcome | None:
+    """An outcome only when the startup fails, and then the agent never runs."""
+    r = await start_services(sb, task)
+    if r is None or r.exit_code == 0:
+        return None
+    return AgentOutcome(exit_code=r.exit_code, timed_out=r.timed_out,
+                        output=f"startup failed with exit {r.exit_code}:\n{r.output}")
 
 
 async def _agent_turn(sb: Sandbox, task: Task, agent: Agent) -> AgentOutcome:

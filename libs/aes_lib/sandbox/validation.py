@@ -1,6 +1,7 @@
 """The validation rule, as a library function shared by the service, CLI and bench.
 
-A task is valid when its bundle checks out, its image builds, the reference
+A task is valid when its bundle checks out, names a known domain, gets the GPUs it asks
+for (else the verdict is ``needs_gpu``, not a failure of the task), its image builds, the reference
 solution (oracle) scores exactly 1.0 within its time limit, and the empty
 solution (nop) scores below 0.5. Oracle and nop run concurrently from one image.
 """
@@ -16,10 +17,12 @@ from typing import Literal
 
 from aes_lib.bundle import BundleError, BundleLimits, Task
 from aes_lib.sandbox.container import LimitCaps
-from aes_lib.sandbox.images import BuildFailedError, BuildTimeoutError, ImageCache
+from aes_lib.domains import UnknownDomainError, domain_of
+from aes_lib.sandbox.images import BuildFailedError, BuildTimeoutError, ImageCache, gpu_engine
 from aes_lib.sandbox.trial import NopAgent, OracleAgent, TrialResult, run_trial
 
-Reason = Literal["ok", "invalid_bundle", "build_failed", "oracle_failed", "nop_passed", "timeout"]
+Reason = Literal["ok", "invalid_bundle", "unknown_domain", "needs_gpu", "build_failed", "oracle_failed",
+                 "nop_passed", "timeout", "domain_rule"]
 NOP_THRESHOLD = 0.5
 
 
@@ -60,6 +63,13 @@ async def validate_task(
         task = Task.load(path, limits)
     except BundleError as e:
         return report(str(path), "invalid_bundle", f"{type(e).__name__}: {e}")
+    try:
+        domain_of(task)
+    except UnknownDomainError as e:
+        return report(task.name, "unknown_domain", str(e))
+    if (gpus := task.config.environment.gpus) and not await asyncio.to_thread(gpu_engine, images.client):
+        return report(task.name, "needs_gpu", f"needs a GPU: the task asks for {gpus} and this Docker engine has "
+                      "no GPU runtime; validate it where one exists (bench/gpu_domain.sh)")
     try:
         image = await images.build(task)
     except BuildTimeoutError as e:

@@ -1,0 +1,68 @@
+"""Which domains exist: the built-in ones, and any package that declares an ``aes.domains``
+entry point (``name = "module"``, the module holding ``DOMAIN``). Modules load on first use."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from importlib.metadata import entry_points
+
+from aes_lib.domains.base import IMAGE_PREFIX, Domain, UnknownDomainError
+
+TERMINAL = "terminal"
+BUILTIN: dict[str, str] = {
+    TERMINAL: "aes_lib.domains.terminal",
+    "swe": "aes_lib.domains.swe",
+    "tool-calling": "aes_lib.domains.tool_calling",
+    "browser": "aes_lib.domains.browser",
+    "gpu-kernels": "aes_lib.domains.gpu_kernels",
+    "ask-human": "aes_lib.domains.ask_human",
+}
+ENTRY_POINT_GROUP = "aes.domains"
+
+
+@functools.cache
+def _modules() -> dict[str, str]:
+    found = {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    return {**found, **BUILTIN}  # a plug-in cannot replace a built-in
+
+
+def names() -> list[str]:
+    """Every registered domain, terminal first."""
+    return [TERMINAL, *sorted(n for n in _modules() if n != TERMINAL)]
+
+
+@functools.cache
+def get(name: str) -> Domain:
+    """The domain called ``name`` (empty: terminal); ``UnknownDomainError`` if none is."""
+    name = name or TERMINAL
+    module = _modules().get(name)
+    if module is None:
+        raise UnknownDomainError(f"unknown domain {name!r} (known: {', '.join(names())})")
+    domain = importlib.import_module(module).DOMAIN
+    if domain.name != name:
+        raise UnknownDomainError(f"{module}.DOMAIN is named {domain.name!r}, registered as {name!r}")
+    return domain
+
+
+def domain_name(metadata: dict | None) -> str:
+    """The domain a task's ``[metadata]`` names (``terminal`` when it names none)."""
+    value = (metadata or {}).get("domain", TERMINAL)
+    if not isinstance(value, str) or not value:
+        raise UnknownDomainError(f"[metadata] domain must be a domain's name, got {value!r}")
+    return value
+
+
+def domain_of(task) -> Domain:
+    """The domain of an ``aes_lib.bundle.Task``; ``UnknownDomainError`` for one not registered."""
+    return get(domain_name(task.config.metadata))
+
+
+def by_image(image: str) -> Domain | None:
+    """The domain whose image ``image`` names (``aes-<name>:latest``), if any; only that
+    domain's module is loaded."""
+    name = image.removeprefix(IMAGE_PREFIX).removesuffix(":latest")
+    if not image.startswith(IMAGE_PREFIX) or not image.endswith(":latest") or name not in _modules():
+        return None
+    domain = get(name)
+    return domain if domain.image == image else None
