@@ -16,6 +16,8 @@ from pathlib import Path
 from aes_lib.agents.proposer.boundary import Resources, generate, generator
 from aes_lib.agents.proposer.proposal import Proposal
 from aes_lib.bundle import BundleError, unpack
+from aes_lib.domains import Domain
+from aes_lib.domains import get as get_domain
 from aes_lib.flywheel.status import wilson
 from aes_lib.models import usd
 from aes_lib.sandbox import validate_task
@@ -58,19 +60,22 @@ HEADER = ("| mode | n | valid | valid rate [95% Wilson] | cost | cost per valid 
           "|---|---|---|---|---|---|---|---|---|")
 
 
-async def _outcome(p: Proposal, images) -> str:
-    """``ok`` or why not: the generator's failure, or the validator's reason."""
+async def _outcome(p: Proposal, images, domain: Domain) -> str:
+    """``ok`` or why not: the generator's failure, the validator's reason, or the domain gate's."""
     if p.packed is None:
         return p.failure
-    if p.report is not None:
-        return p.report.reason  # feedback mode already validated exactly these files
     with tempfile.TemporaryDirectory(prefix="aes-generate-judge-") as tmp:
         dest = Path(tmp) / "task"
         try:
-            await asyncio.to_thread(unpack, p.packed.data, dest)
+            task = await asyncio.to_thread(unpack, p.packed.data, dest)
         except BundleError as e:
             return f"invalid_bundle:{type(e).__name__}"
-        return (await validate_task(dest, images)).reason
+        # feedback mode already validated exactly these files
+        reason = p.report.reason if p.report is not None else (await validate_task(dest, images)).reason
+        if reason != "ok" or (gate := domain.gate_class()) is None:
+            return reason
+        verdict = (await gate(images=images).check_task(task, images)).verdict
+        return "ok" if verdict.ok else f"{domain.name}:{verdict.reason}"
 
 
 async def run_mode(
@@ -80,9 +85,11 @@ async def run_mode(
     *,
     parent: tuple[str, BlobRef] | None = None,
     category: str = "",
+    domain: str = "",
     progress: Callable[[str], None] | None = None,
 ) -> ModeStats:
-    """``n`` generations in ``mode``, one after another (each is judged by the validator);
+    """``n`` generations in ``mode``, one after another (each is judged by the validator and,
+    for a ``domain`` with a gate, by that gate);
     ``parent`` is an environment id and its bundle in ``resources.store``; ``progress``
     hears of each generation judged."""
     generator(mode)  # an unknown mode fails before any work
@@ -91,12 +98,12 @@ async def run_mode(
     for i in range(n):
         a = Assignment(idempotency_key=f"generate:{mode}:{i}:{uuid.uuid4().hex[:8]}", episode_id=uuid.uuid4().hex,
                        lineage=Lineage(assignment_id=uuid.uuid4().hex, parent_env_id=parent[0] if parent else None,
-                                       category=category, mode=mode),  # type: ignore[arg-type]
+                                       category=category, domain=domain, mode=mode),  # type: ignore[arg-type]
                        direction="harder" if parent else "new", parent_bundle=parent[1] if parent else None)
         solver_cost_before = solver.usage.cost_usd if solver else 0.0
         t0 = time.monotonic()
         p = await generate(a, resources)
-        outcome = await _outcome(p, resources.images)
+        outcome = await _outcome(p, resources.images, get_domain(domain))
         stats.seconds += time.monotonic() - t0
         stats.n += 1
         stats.valid += outcome == "ok"

@@ -15,6 +15,7 @@ from pathlib import Path
 from aes_proto import subjects
 from aes_proto.messages import CalibrationResult, CandidateEnv, DeadLetter, Lineage
 
+from aes_lib.domains import get as get_domain
 from aes_lib.flywheel.status import outcome_label
 from aes_lib.sandbox import ImageCache, ValidationReport, validate_task
 from aes_ops.rounds import BusFeed, describe
@@ -39,15 +40,16 @@ async def validate_seeds(dirs: Sequence[Path], out: Callable[[str], None], jobs:
 
 
 def seed_candidate(task_dir: Path, blobs, route: Sequence[str]) -> CandidateEnv:
-    """``task_dir`` as a candidate at the head of ``route``. Its mode ``seed`` keeps it out of the
+    """``task_dir`` as a candidate at the head of ``route`` (its domain's gate first). Its mode ``seed`` keeps it out of the
     proposer's numbers and from revisions; ids are unique per call, so a second run sends it
     through again instead of being deduplicated."""
     entry = seed_entry(task_dir, blobs)
     # The time for a reader, a random tail so two calls within a second still differ.
     run_id = f"seed-{task_dir.name}-{time.strftime('%Y%m%d%H%M%S')}-{uuid.uuid4().hex[:6]}"
     return CandidateEnv(idempotency_key=f"{run_id}:candidate", episode_id=run_id, env_id=entry.env_id,
-                        bundle=entry.bundle, route=tuple(route),
-                        lineage=Lineage(assignment_id=run_id, category=entry.category, mode="seed"))
+                        bundle=entry.bundle, route=get_domain(entry.domain).route(tuple(route)),
+                        lineage=Lineage(assignment_id=run_id, category=entry.category, domain=entry.domain,
+                                        mode="seed"))
 
 
 async def through_gates(bus, candidate: CandidateEnv, timeout: float, out: Callable[[str], None]) -> str:

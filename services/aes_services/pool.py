@@ -50,7 +50,8 @@ class PoolService(Service[CalibrationResult]):
         assert self.config is not None
         store = await _store(ctx, self.config)
         entry = PoolEntry(
-            env_id=msg.env_id, bundle=msg.bundle, category=msg.lineage.category, mean_reward=msg.mean,
+            env_id=msg.env_id, bundle=msg.bundle, category=msg.lineage.category, domain=msg.lineage.domain,
+            mean_reward=msg.mean,
             source="calibration", assignment_id=msg.lineage.assignment_id, episode_id=msg.episode_id,
             round=msg.lineage.round,
         )

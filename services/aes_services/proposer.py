@@ -3,7 +3,8 @@
 ``Assignment.lineage.mode`` picks the generator (``aes_lib.agents.proposer.boundary``):
 ``agent`` (the harness: a terminal agent in its own container with
 build/check/solver/submit tools), ``prompt`` or ``feedback`` (the baselines). A
-candidate goes to the first admission stage with the configured route; an
+candidate goes to the first admission stage with the configured route (its domain's gate
+first, for a domain that has one); an
 episode that submits nothing publishes a
 ``CalibrationResult(decision="rejected", proposer_reward=0)`` so the planner and
 pool see the outcome. The proposer's endpoint and model default to the solver's.
@@ -16,6 +17,8 @@ import logging
 from pathlib import Path
 
 from aes_lib.admission import check_live_route
+from aes_lib.domains import UnknownDomainError
+from aes_lib.domains import get as get_domain
 from aes_lib.bus import kv as kvs
 from aes_lib.agents.proposer.boundary import Resources, generate
 from aes_lib.agents.proposer.config import ProposerConfig
@@ -78,6 +81,11 @@ class ProposerService(Service[Assignment]):
         )
 
     async def handle(self, msg: Assignment, ctx: Context) -> None:
+        try:
+            domain = get_domain(msg.lineage.domain)
+        except UnknownDomainError as e:  # the assignment's fault: no episode could answer it
+            await publish_failure(ctx, no_candidate(msg, "unknown_domain", str(e)))
+            return
         p = await generate(msg, self.resources)
         traj = p.trajectory
         facts = {"assignment_id": msg.lineage.assignment_id, "revision": msg.lineage.revision, "mode": msg.lineage.mode,
@@ -91,7 +99,7 @@ class ProposerService(Service[Assignment]):
         log.info("proposal produced", extra={"env_id": p.packed.sha256, **facts})
         bundle = await asyncio.to_thread(store_bundle, ctx.blobs, p.packed)
         await publish_candidate(ctx, candidate_env(
-            msg, p.packed, bundle, ctx.settings.route_stages, model=self.resources.client.model,
+            msg, p.packed, bundle, domain.route(ctx.settings.route_stages), model=self.resources.client.model,
             cost_usd=traj.cost_usd, prompt_tokens=traj.prompt_tokens, completion_tokens=traj.completion_tokens,
             trajectory=p.trajectory_ref,
         ))

@@ -2,6 +2,9 @@
 
 import importlib
 
+from aes_lib.domains import get as get_domain
+from aes_lib.domains import names as domain_names
+
 SERVICES: dict[str, str] = {
     "validator": "aes_services.validator:ValidatorService",
     "calibrator": "aes_services.calibrator:CalibratorService",
@@ -22,6 +25,12 @@ SERVICES: dict[str, str] = {
     "rollouts": "aes_services.training:TrainingRolloutService",
     "weight-sync": "aes_services.serving:WeightSyncService",
 }
+
+DOMAIN_GATES: dict[str, str] = {
+    f"domain-{name}": gate for name in domain_names() if (gate := get_domain(name).gate)}
+"""One gate service per domain that has one (built in or an ``aes.domains`` plug-in); it consumes
+``aes.candidate.<domain>``, the head of that domain's candidates' route."""
+SERVICES.update(DOMAIN_GATES)
 
 TRAINING = ("learner", "learner-solver", "learner-proposer", "proposer-samples", "training-wave", "rollouts",
             "weight-sync")
@@ -50,7 +59,7 @@ def service_class(spec: str) -> type:
 
 
 def builtin_stages() -> dict[str, bool]:
-    """Stage name -> whether it decides, for the built-in admission services."""
+    """Stage name -> whether it decides, for the built-in admission services and domain gates."""
     from aes_lib.admission import stages_of
 
-    return stages_of(service_class(SERVICES[name]) for name in ADMISSION)
+    return stages_of(service_class(SERVICES[name]) for name in (*ADMISSION, *DOMAIN_GATES))

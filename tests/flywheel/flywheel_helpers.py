@@ -141,10 +141,7 @@ def routed_replay(solver_replies, review_reply):
         def _answer(self, body):
             system = (body.get("messages") or [{}])[0].get("content", "")
             if system.startswith("You review a terminal task"):
-                return 200, {"id": "review", "object": "chat.completion", "model": self.model,
-                             "choices": [{"index": 0, "finish_reason": "stop",
-                                          "message": {"role": "assistant", "content": review_reply}}],
-                             "usage": {"prompt_tokens": 1, "completion_tokens": 1}}
+                return self.completion(body, review_reply)
             return super()._answer(body)
 
     return RoutedReplay(list(solver_replies))

@@ -60,6 +60,11 @@ class ReplayServer:
                 self.errors.append(f"request {n}: recording has only {len(self.replies)} replies")
                 return 400, {"error": {"message": "replay exhausted"}}
             text = self.replies[i]
+        return self.completion(body, text, i)
+
+    def completion(self, body: dict[str, Any], text: str, i: int = 0) -> tuple[int, dict[str, Any]]:
+        """The 200 answer to request ``body`` saying ``text`` (a subclass that picks replies by
+        what it is asked answers with this)."""
         prompt_chars = sum(len(m.get("content", "")) for m in body.get("messages", []))
         version = {} if self.policy_version is None else {"policy_version": self.policy_version}
         return 200, {**version,

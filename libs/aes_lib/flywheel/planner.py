@@ -100,7 +100,7 @@ def assignment(p: Parent, assignment_id: str, round_: int, mode: GenerationMode,
         idempotency_key=assignment_id,
         episode_id=assignment_id,
         lineage=Lineage(assignment_id=assignment_id, round=round_, parent_env_id=p.entry.env_id,
-                        category=p.entry.category, mode=mode),
+                        category=p.entry.category, domain=p.entry.domain, mode=mode),
         direction=direction(p.pass_rate, centre),  # type: ignore[arg-type]
         parent_bundle=p.entry.bundle,
         pass_rate=p.pass_rate,

@@ -69,6 +69,64 @@ class RoundStats:
 
 
 @dataclasses.dataclass(frozen=True)
+class DomainStats:
+    """The paper's Table 8 columns for one domain, over finished runs (an assignment and its
+    revisions is one run; a run sent back is not finished until its last revision is judged)."""
+
+    runs: int
+    accepted: int
+    accepted_rounds: int
+    """Proposer rounds (revision + 1) behind the accepted tasks, summed."""
+
+    @property
+    def acceptance(self) -> float | None:
+        return self.accepted / self.runs if self.runs else None
+
+    @property
+    def rounds_per_accepted(self) -> float | None:
+        return self.accepted_rounds / self.accepted if self.accepted else None
+
+
+@dataclasses.dataclass(frozen=True)
+class AskStats:
+    """Clarification behaviour over the solver attempts that had the ask_human tool."""
+
+    attempts: int
+    asked: int
+    """Attempts that asked at least once."""
+    mean_ask_f1: float
+    mean_reward: float
+
+    @property
+    def ask_rate(self) -> float:
+        return self.asked / self.attempts if self.attempts else 0.0
+
+
+def ask_stats(rollouts: Sequence[RolloutSummary]) -> AskStats | None:
+    """Ask rate, mean Ask-F1 and task reward of the attempts that recorded ask metrics; None if none did."""
+    with_tool = [r for r in rollouts if "ask_f1" in r.metrics]
+    if not with_tool:
+        return None
+    n = len(with_tool)
+    return AskStats(attempts=n, asked=sum(r.metrics.get("asks", 0) > 0 for r in with_tool),
+                    mean_ask_f1=sum(r.metrics["ask_f1"] for r in with_tool) / n,
+                    mean_reward=sum(r.reward for r in with_tool) / n)
+
+
+def by_domain(results: Sequence[CalibrationResult]) -> dict[str, DomainStats]:
+    """Domain -> acceptance and rounds per accepted task, over final outcomes."""
+    groups: dict[str, list[CalibrationResult]] = defaultdict(list)
+    for r in results:
+        if not r.resubmitted:
+            groups[r.lineage.domain or "terminal"].append(r)
+    out = {}
+    for name, rs in sorted(groups.items()):
+        accepted = [r for r in rs if r.decision == "admitted"]
+        out[name] = DomainStats(len(rs), len(accepted), sum(r.lineage.revision + 1 for r in accepted))
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
 class Status:
     candidates: int
     valid: int
@@ -95,6 +153,10 @@ class Status:
     gaps: tuple[str, ...] = ()
     """Admission checks the deployment runs weaker than the paper's (no held-out index,
     advisory review), shown first."""
+    domains: dict[str, DomainStats] = dataclasses.field(default_factory=dict)
+    """Domain -> acceptance rate and rounds per accepted task (the paper's Table 8)."""
+    ask: AskStats | None = None
+    """Ask rate and Ask-F1 of the solver's attempts with the ask_human tool; None without any."""
 
     @property
     def valid_rate(self) -> float:
@@ -141,6 +203,8 @@ def summarize(results: Sequence[CalibrationResult], events: Sequence[PoolEvent],
         revised=len(results) - len(final),
         rounds_per_admitted=total.rounds_per_admitted,
         gaps=tuple(gaps),
+        domains=by_domain(results),
+        ask=ask_stats(rollouts),
     )
 
 
@@ -163,6 +227,14 @@ def render(s: Status, pool_size: int, pool_by_category: dict[str, int]) -> str:
     ]
     if s.retired:
         lines += ["retired:", *[f"  {reason:<32} {n}" for reason, n in s.retired.items()]]
+    if set(s.domains) - {"terminal"}:
+        lines.append("by domain (accepted runs, rounds per accepted task):")
+        for name, d in s.domains.items():
+            rounds_d = f"{d.rounds_per_accepted:.2f}" if d.rounds_per_accepted is not None else "n/a"
+            lines.append(f"  {name:<14} {d.accepted}/{d.runs} = {100 * (d.acceptance or 0):.1f}%   rounds {rounds_d}")
+    if s.ask:
+        lines.append(f"ask_human: {s.ask.attempts} attempts, ask rate {100 * s.ask.ask_rate:.1f}%, "
+                     f"Ask-F1 {100 * s.ask.mean_ask_f1:.1f}%, task reward {s.ask.mean_reward:.3f}")
     if len(s.modes) > 1:
         lines += ["by generation mode:", *[f"  {m:<10} {t.valid}/{t.candidates} valid, {t.admitted} admitted" for m, t in s.modes.items()]]
     return "\n".join(lines + skipped_notes(s.skipped))

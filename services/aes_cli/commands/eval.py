@@ -45,6 +45,8 @@ class TaskResult:
     trajectories: list[str] = field(default_factory=list)
     versions: set[int] = field(default_factory=set)
     """Policy versions the engine said sampled this task's turns."""
+    metrics: list[dict[str, float]] = field(default_factory=list)
+    """Each attempt's domain metrics (ask_human: asks, ask_f1)."""
 
     @property
     def mean(self) -> float | None:
@@ -158,6 +160,7 @@ async def _attempts(tasks: list[tuple[TaskResult, object]], url: str, model: str
             progress.step(f"{task.name} #{i + 1}: {res.error}")
             return
         res.rewards.append(t.reward)
+        res.metrics.append(t.metrics)
         res.trajectories.append(r.ref.key)
         res.versions.update(turn.policy_version for turn in t.turns if turn.policy_version is not None)
         progress.step(f"{task.name} #{i + 1}: reward {t.reward:g} ({t.stop_reason}, {len(t.turns)} turns)")
@@ -220,7 +223,17 @@ async def _eval(folders: list[Path], settings: Settings, args: argparse.Namespac
         "sampled_versions": sorted(set().union(*(r.versions for r in results))),
         "model": str(served.get("model") or settings.model) if served else settings.model,
         "endpoint": "private" if private else url,
+        "ask_human": _ask_summary([m for r in results if r.mean is not None for m in r.metrics]),
     }
+
+
+def _ask_summary(metrics: list[dict[str, float]]) -> dict | None:
+    """Ask rate and mean Ask-F1 over the attempts that had the ask_human tool; None if none did."""
+    asked = [m for m in metrics if "ask_f1" in m]
+    if not asked:
+        return None
+    return {"attempts": len(asked), "ask_rate": sum(m.get("asks", 0) > 0 for m in asked) / len(asked),
+            "ask_f1": sum(m["ask_f1"] for m in asked) / len(asked)}
 
 
 # -- output -----------------------------------------------------------------------
@@ -247,6 +260,9 @@ def render(report: dict) -> str:
     failed = len(report["tasks"]) - n
     summary = (f"{score}; tasks {n}" + (f" ({failed} failed)" if failed else "")
                + f"; policy version {report['policy_version']}; model {report['model']}")
+    if ask := report.get("ask_human"):
+        summary += (f"\nask_human: {ask['attempts']} attempts, ask rate {100 * ask['ask_rate']:.1f}%, "
+                    f"Ask-F1 {100 * ask['ask_f1']:.1f}%")
     return "\n".join(lines + ([""] + failures if failures else []) + ["", summary])
 
 

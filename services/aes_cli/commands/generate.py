@@ -1,4 +1,4 @@
-"""``aes generate --mode prompt|feedback|agent --n N``: compare generation modes.
+"""``aes generate --mode prompt|feedback|agent --n N [--domain NAME]``: compare generation modes.
 
 Per mode: the valid-environment rate with a 95% Wilson interval and the cost per
 valid environment (USD from token counts and the price table), validity judged by
@@ -12,12 +12,16 @@ import asyncio
 import dataclasses
 from pathlib import Path
 
+from aes_cli.commands.domains import domain_arg
 from aes_cli.output import Progress, print_json
 from aes_lib.agents.proposer.boundary import MODES, Resources
 from aes_lib.agents.proposer.harness import EpisodeBudget
 from aes_lib.blobstore import open_store
 from aes_lib.bundle import pack
 from aes_lib.config import Settings
+from aes_lib.domains import TERMINAL
+from aes_lib.domains import get as get_domain
+from aes_lib.domains import names as domain_names
 from aes_lib.models import chat_client
 from aes_lib.models.serve import endpoint
 from aes_lib.sandbox import ImageCache
@@ -32,8 +36,8 @@ async def _generate(args: argparse.Namespace, settings: Settings, url: str, mode
             await c.probe()
         store = open_store(settings.blob_location, settings)
         parent = None
-        if args.parent:
-            packed = pack(args.parent)
+        if parent_dir := args.parent or _domain_parent(args.domain):
+            packed = pack(parent_dir)
             parent = (packed.sha256, store.put_content("bundles", packed.data, suffix=".tar.gz"))
         budget = EpisodeBudget().with_loop(max_turns=args.max_turns)
         images = ImageCache()
@@ -44,10 +48,17 @@ async def _generate(args: argparse.Namespace, settings: Settings, url: str, mode
             resources = Resources(client, store, images, settings.home / "proposer" / "generate-state.tar.gz",
                                   solver_client=solver, budget=budget)
             done.append(await run_mode(mode, args.n, resources, parent=parent, category=args.category or "",
-                                       progress=progress.step))
+                                       domain=args.domain, progress=progress.step))
             if not args.json:
                 print(done[-1].row(), flush=True)
     return done
+
+
+def _domain_parent(name: str) -> Path | None:
+    """A domain task's default parent: the domain's first seed (none for terminal tasks, which
+    the proposer can write from the general instructions alone)."""
+    domain = get_domain(name)
+    return domain.seeds[0] if name != TERMINAL and domain.seeds else None
 
 
 def _as_json(stats: ModeStats) -> dict:
@@ -85,6 +96,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", default="", help="model name (priced from the table; AES_MODEL_PRICES adds prices)")
     p.add_argument("--parent", type=Path, help="a task directory to build variants of (e.g. seeds/csv-sales-rollup)")
     p.add_argument("--category", default=None, help="category written into the assignment")
+    p.add_argument("--domain", type=domain_arg, default=TERMINAL,
+                   help=f"kind of environment: {', '.join(domain_names())} (default terminal); a domain's tasks "
+                        "are judged by its gate too, and its first seed is the parent unless --parent is given")
     p.add_argument("--max-turns", type=int, default=EpisodeBudget().loop.max_turns, help="agent mode: turns per episode")
     p.add_argument("--json", action="store_true", help="print one JSON array (a row per mode) instead of the table")
     p.set_defaults(func=_run)

@@ -10,8 +10,10 @@ from pathlib import Path
 from aes_proto import subjects
 from aes_proto.messages import PoolPlan, PoolReview
 
+from aes_cli.commands.domains import domain_arg
 from aes_lib.bus import Bus
 from aes_lib.config import Settings
+from aes_lib.domains import get as get_domain
 from aes_lib.flywheel.config import FlywheelConfig
 from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
 from aes_ops.seeding import SEEDS_DIR, export, seed_dirs, seed_pool
@@ -24,10 +26,14 @@ async def _with_bus(fn):
 
 
 def _seed(args: argparse.Namespace) -> int:
+    folders = [get_domain(d).seeds for d in args.domain] if args.domain else [seed_dirs(args.seeds)]
+    dirs = [d for group in folders for d in group]
+    source = ", ".join(f"domain {d}" for d in args.domain) if args.domain else str(args.seeds)
+
     async def go(bus, store):
-        events = await seed_pool(bus, store, seed_dirs(args.seeds))
+        events = await seed_pool(bus, store, dirs)
         idx = await store.index()
-        print(f"seeded {len(events)} tasks from {args.seeds}; pool has {len(idx.active)}")
+        print(f"seeded {len(events)} tasks from {source}; pool has {len(idx.active)}")
     asyncio.run(_with_bus(go))
     return 0
 
@@ -36,7 +42,8 @@ def _list(args: argparse.Namespace) -> int:
     async def go(bus, store):
         for e in await store.active_entries():
             mean = "-" if e.mean_reward is None else f"{e.mean_reward:.2f}"
-            print(f"{e.env_id[:16]}  {e.source:<11} {e.category or '-':<18} mean {mean:<5} {e.name}")
+            print(f"{e.env_id[:16]}  {e.source:<11} {e.domain or 'terminal':<12} {e.category or '-':<18} "
+                  f"mean {mean:<5} {e.name}")
     asyncio.run(_with_bus(go))
     return 0
 
@@ -69,6 +76,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     ps = p.add_subparsers(dest="pool_command", required=True)
     s = ps.add_parser("seed", help="load the bundled seed tasks into the blob store and the pool")
     s.add_argument("--seeds", type=Path, default=SEEDS_DIR, help="folder of Harbor task directories")
+    s.add_argument("--domain", action="append", type=domain_arg, default=[],
+                   help="seed with this domain's seed tasks instead (repeatable; see aes domains): the planner's "
+                        "assignments from them ask for tasks of the same domain")
     s.set_defaults(func=_seed)
     ps.add_parser("list", help="active environments").set_defaults(func=_list)
     r = ps.add_parser("review", help="rerun the solver on the pool, retire out-of-band tasks, plan replacements")

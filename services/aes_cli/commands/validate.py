@@ -10,10 +10,11 @@ from pathlib import Path
 from aes_cli.errors import CommandError
 from aes_cli.output import Progress, print_json
 from aes_lib.bundle import BundleError, unpack
-from aes_lib.sandbox import ImageCache, ValidationReport, validate_task
+from aes_lib.domains.validation import validate_in_domain
+from aes_lib.sandbox import ImageCache, ValidationReport
 
 STEPS = 3
-"""Progress steps per task: image built, oracle run, nop run."""
+"""Progress steps per task: image built, oracle run, nop run (a domain's gate adds one)."""
 
 
 def _check(path: Path) -> None:
@@ -42,11 +43,11 @@ async def _one(path: Path, images: ImageCache, sem: asyncio.Semaphore, progress:
                     report = ValidationReport(task=str(path), ok=False, reason="invalid_bundle",
                                               detail=f"{type(e).__name__}: {e}")
                 else:
-                    report = await validate_task(task.root, images, progress=step)
+                    report = await validate_in_domain(task.root, images, progress=step)
         else:
-            report = await validate_task(path, images, progress=step)
+            report = await validate_in_domain(path, images, progress=step)
     # A task that failed early skips its remaining steps.
-    progress.step(f"{path.name}: {'pass' if report.ok else 'FAIL ' + report.reason}", advance=STEPS - seen)
+    progress.step(f"{path.name}: {'pass' if report.ok else 'FAIL ' + report.reason}", advance=max(0, STEPS - seen))
     return report
 
 
@@ -65,7 +66,7 @@ def render(reports: list[ValidationReport]) -> str:
         return "-" if x is None else f"{x:.3g}"
 
     rows = [("TASK", "VERDICT", "REASON", "ORACLE", "NOP", "SECONDS")] + [
-        (r.task, "pass" if r.ok else "FAIL", r.reason, fmt(r.oracle_reward), fmt(r.nop_reward), f"{r.seconds:.1f}")
+        (r.task, "pass" if r.ok else "NEEDS GPU" if r.reason == "needs_gpu" else "FAIL", r.reason, fmt(r.oracle_reward), fmt(r.nop_reward), f"{r.seconds:.1f}")
         for r in reports
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
@@ -92,7 +93,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("validate", help="build each task and check oracle == 1.0 and nop < 0.5")
+    p = sub.add_parser("validate", help="build each task and check oracle == 1.0, nop < 0.5 and its domain's rules")
     p.add_argument("paths", nargs="+", metavar="PATH", help="task directory or .tar.gz bundle")
     p.add_argument("-j", "--jobs", type=int, default=1, help="tasks validated at once (default 1)")
     p.add_argument("--logs", action="store_true", help="print the build/agent/verifier logs of failures")

@@ -22,7 +22,8 @@ from aes_lib.agents.proposer.workspace import INSTRUCTIONS, TEMPLATE, assignment
 from aes_lib.agents.trajectory import Trajectory, store_trajectory, turn_from_chat
 from aes_lib.bundle import BundleError, pack, unpack
 from aes_lib.models import ChatClient, ModelError
-from aes_lib.sandbox import ValidationReport, validate_task
+from aes_lib.domains.validation import validate_in_domain
+from aes_lib.sandbox import ValidationReport
 from aes_proto.messages import Assignment, BlobRef
 
 SYSTEM_PROMPT = """You design tasks (training environments) for a terminal agent.
@@ -124,7 +125,7 @@ async def _rounds(client: ChatClient, traj: Trajectory, mode: str, images, limit
             failure, task_dir = "", written
             if mode == "prompt":
                 break
-            report = await validate_task(written, images)
+            report = await validate_in_domain(written, images)
             if report.ok:
                 break
             feedback = (f"Validation failed: {report.reason}: {report.detail}\n"

@@ -19,7 +19,8 @@ from pathlib import Path, PurePosixPath
 from aes_lib.agents.loop import LoopLimits, ToolResult
 from aes_lib.bundle import BundleError, PackedBundle, Task, pack
 from aes_lib.models import ChatClient
-from aes_lib.sandbox import BuildFailedError, validate_task
+from aes_lib.domains.validation import validate_in_domain
+from aes_lib.sandbox import BuildFailedError
 
 PREFIX = "aes-tool"
 USAGE = (
@@ -119,7 +120,7 @@ class ProposerTools:
         return ToolResult(0, f"build ok: image {tag}")
 
     async def _check(self, task: Task, rel: str, rest: list[str]) -> ToolResult:
-        report = await validate_task(task.root, self.images)
+        report = await validate_in_domain(task.root, self.images)
         lines = [
             f"valid: {report.ok} ({report.reason})",
             f"oracle reward: {report.oracle_reward}",

@@ -21,6 +21,7 @@ import msgspec
 
 from aes_lib.agents.trajectory import load_trajectory
 from aes_lib.bundle import unpack
+from aes_lib.domains import get as get_domain
 from aes_lib.sandbox import VERIFIER_TEMPLATE
 from aes_proto.messages import Assignment, BlobRef
 from aes_proto.records import RolloutRecord
@@ -52,8 +53,10 @@ class PastEnvironment:
 
 
 def assignment_text(a: Assignment) -> str:
+    domain = get_domain(a.lineage.domain)
     lines = [
         "# Assignment",
+        f"- domain: {domain.name} ({domain.title})",
         f"- direction: **{a.direction}**",
         f"- category: {a.lineage.category or '(any)'}",
         f"- parent environment: {a.lineage.parent_env_id or '(none)'}"
@@ -67,6 +70,8 @@ def assignment_text(a: Assignment) -> str:
         lines.append(f"- revision {a.lineage.revision} of a rejected candidate (in past_environments/previous/)")
     if a.feedback:
         lines += ["", "## Feedback on the previous candidate", a.feedback]
+    if domain.proposer_guide:
+        lines += ["", f"## Writing a {domain.title.lower()} task", domain.proposer_guide.strip()]
     return "\n".join(lines) + "\n"
 
 
@@ -77,9 +82,12 @@ def install_verifier(task_dir: Path) -> None:
     (task_dir / "tests" / "test.sh").chmod(0o755)
 
 
-def install_template(dest: Path) -> None:
-    """The starting task directory: an example task plus the managed verifier."""
+def install_template(dest: Path, domain: str = "") -> None:
+    """The starting task directory: an example task (with the domain's files laid over it)
+    plus the managed verifier."""
     shutil.copytree(TEMPLATE, dest)
+    if (overlay := get_domain(domain).template_dir) is not None:
+        shutil.copytree(overlay, dest, dirs_exist_ok=True)
     install_verifier(dest)
 
 
@@ -88,7 +96,7 @@ def build_workspace(root: Path, assignment: Assignment, store, past: list[PastEn
     root.mkdir(parents=True, exist_ok=True)
     (root / "assignment.md").write_text(assignment_text(assignment))
     shutil.copy(INSTRUCTIONS, root / "instructions.md")
-    install_template(root / "templates")
+    install_template(root / "templates", assignment.lineage.domain)
     envs = root / "past_environments"
     trajs = root / "past_trajectories"
     envs.mkdir()
