@@ -50,3 +50,25 @@ def test_bad_input_is_one_line_and_status_2(tmp_path):
     assert plain.returncode == 2 and "blockers.json" in plain.stderr and not (tmp_path / "x").exists()
     unknown = aes("generate", "--domain", "chemistry")
     assert unknown.returncode == 2 and "unknown domain 'chemistry'" in unknown.stderr
+
+
+def test_a_domain_from_another_package_plugs_in_through_its_entry_point(tmp_path):
+    """A third party's installed package (here a dist-info folder on the path, as pip leaves it)
+    adds a domain: ``aes domains`` lists it, and only while that package is installed."""
+    pkg = tmp_path / "labwork_domain"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text(
+        "from pathlib import Path\nfrom aes_lib.domains.base import Domain\n"
+        "DOMAIN = Domain(name='lab-work', title='Lab work', root=Path(__file__).parent)\n")
+    info = tmp_path / "labwork_domain-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: labwork-domain\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[aes.domains]\nlab-work = labwork_domain\n")
+    env = {"PYTHONPATH": str(tmp_path), "PATH": str(Path(AES).parent)}
+    done = subprocess.run([AES, "domains", "--json"], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    rows = {r["name"]: r for r in json.loads(done.stdout)}
+    assert rows["lab-work"]["title"] == "Lab work" and "swe" in rows
+    without = subprocess.run([AES, "domains", "--json"], capture_output=True, text=True, timeout=120,
+                             env={"PATH": env["PATH"]})
+    assert "lab-work" not in {r["name"] for r in json.loads(without.stdout)}
