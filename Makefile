@@ -21,7 +21,7 @@ DEMO    := AES_ASSIGNMENTS_PER_ROUND=$${AES_ASSIGNMENTS_PER_ROUND:-1} \
            AES_TRAINING_GROUPS_PER_WAVE=$${AES_TRAINING_GROUPS_PER_WAVE:-1} \
            AES_LEARNER_GROUPS_PER_BATCH=$${AES_LEARNER_GROUPS_PER_BATCH:-1}
 
-.PHONY: install infra run down test test-fast bench chaos clean settings-doc lock wheel
+.PHONY: install infra run down test test-fast bench chaos clean settings-doc lock wheel compose-up compose-down
 
 install: $(STAMP)
 
@@ -67,6 +67,20 @@ CANDIDATES ?= 100
 KILLS      ?= 30
 chaos: install infra
 	$(BIN)/python bench/chaos.py --candidates $(CANDIDATES) --kills $(KILLS)
+
+# compose.yaml on this machine: local images (deploy/images/build.sh; no registry needed), a
+# generated secrets file, every service healthy. Pass compose options with COMPOSE_ARGS, e.g.
+# COMPOSE_ARGS='--scale validator=3' or '--profile model'; AES_MODEL_URL names the model endpoint.
+AES_SECRETS_FILE ?= .aes/compose/secrets.env
+compose-up: install infra
+	bash deploy/images/build.sh
+	bash deploy/images/secrets.sh $(AES_SECRETS_FILE)
+	AES_SECRETS_FILE=$(AES_SECRETS_FILE) AES_DOCKER_GID=$$(stat -c %g /var/run/docker.sock) \
+	  docker compose --env-file deploy/images/local.env up -d --wait $(COMPOSE_ARGS)
+
+# Stops the stack, deletes its volumes and the sandboxes of replicas that were killed.
+compose-down:
+	AES_SECRETS_FILE=$(AES_SECRETS_FILE) bash deploy/images/compose-down.sh --env-file deploy/images/local.env
 
 clean: down
 	rm -rf .aes
