@@ -97,3 +97,14 @@ def test_compose_environment_is_a_valid_bundle(task_dir: Path) -> None:
     (task_dir / "environment" / "docker-compose.yaml").unlink()
     with pytest.raises(MissingFileError, match="Dockerfile"):
         Task.load(task_dir)
+
+
+def test_bytecode_caches_are_not_packed(task_dir: Path) -> None:
+    """An installed copy of a task (pip compiles what it installs) packs like its source."""
+    before = pack(task_dir)
+    cache = task_dir / "tests" / "__pycache__"
+    cache.mkdir()
+    (cache / "test_x.cpython-311.pyc").write_bytes(b"\xa7\r\r\n\x00")
+    after = pack(task_dir)
+    assert after.sha256 == before.sha256
+    assert not any("__pycache__" in name for name in tarfile.open(fileobj=io.BytesIO(after.data)).getnames())

@@ -48,6 +48,9 @@ class PackedBundle:
     """Hex digest of ``data``: the environment id."""
 
 
+BYTECODE_CACHE = "__pycache__"
+
+
 def pack(root: str | Path, limits: BundleLimits = BundleLimits()) -> PackedBundle:
     """Check the task at ``root`` and archive it deterministically."""
     task = Task.load(root, limits)
@@ -55,6 +58,8 @@ def pack(root: str | Path, limits: BundleLimits = BundleLimits()) -> PackedBundl
     with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0) as gz:
         with tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
             for rel, st in sorted(walk(task.root)):
+                if BYTECODE_CACHE in rel.split("/"):
+                    continue  # written by whatever Python imported the task's files: not the task
                 info = tarfile.TarInfo(rel)
                 info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
                 path = task.root / rel
