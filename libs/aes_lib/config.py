@@ -172,6 +172,11 @@ class Settings:
     base_image_fallback: str = "aes-base:latest"
     """Image a task's ``FROM`` is built on when its own is neither local nor pullable (no
     registry), noted in the build log; empty: no substitution, such a build fails."""
+    imported_network: Literal["off", "harbor"] = "off"
+    """Network of an imported human-written task (``aes pool seed --from``, ``aes validate
+    --imported``) whose task.toml leaves it unset: ``off`` (this sandbox's default: none) or
+    ``harbor`` (Harbor's default: the network, written into the seeded copy's task.toml).
+    Generated tasks never get it this way."""
     log_level: str = "info"
     """Level of every service's and the CLI's log lines: ``debug``, ``info``, ``warning`` or ``error``."""
     log_format: str = "text"

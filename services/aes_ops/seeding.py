@@ -1,17 +1,20 @@
-"""Seeding the pool with the bundled hand-written tasks, and exporting it as a Harbor dataset."""
+"""Seeding the pool with the bundled hand-written tasks or any Harbor dataset's (validated
+first), and exporting it as a Harbor dataset."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from aes_proto import subjects
 from aes_proto.messages import PoolEvent
 
 from aes_lib.bundle import Task, pack, unpack
+from aes_lib.bundle.imported import ImportedNetwork, as_imported, dataset_tasks
 from aes_lib.domains import domain_name
 from aes_lib.domains.terminal import SEEDS_DIR
 from aes_proto.records import PoolEntry
@@ -57,6 +60,43 @@ async def seed_pool(bus, store: PoolStore, dirs: Sequence[Path]) -> list[PoolEve
         await bus.publish(subjects.POOL_EVENT, ev)
         events.append(ev)
     return events
+
+
+@dataclasses.dataclass(frozen=True)
+class ImportedTask:
+    """One task of an imported dataset, validated."""
+
+    source: Path
+    """The task folder in the dataset."""
+    folder: Path
+    """What was validated and is seeded: ``source``, or its copy with the network granted."""
+    report: object
+    """Its ``ValidationReport``."""
+
+
+async def validate_dataset(root: Path, images, scratch: Path, *, jobs: int = 1,
+                           network: ImportedNetwork = "off",
+                           progress: Callable[[Path, str], None] | None = None) -> tuple[list[ImportedTask], list[str]]:
+    """Validate every task of the Harbor dataset at ``root`` (``validate_in_domain``, ``jobs``
+    at a time) as imported human-written tasks under the ``network`` policy; copies it makes
+    go under ``scratch``, which must outlive the seeding. Returns the tasks and the index
+    entries that name no local task (``dataset_tasks``)."""
+    from aes_lib.domains.validation import validate_in_domain
+
+    found = dataset_tasks(root)
+    if not found.dirs:
+        raise SeedsNotFoundError(f"no task directories (with task.toml) in the dataset at {root}")
+    sem = asyncio.Semaphore(max(1, jobs))
+
+    async def one(i: int, source: Path) -> ImportedTask:
+        async with sem:
+            folder = await asyncio.to_thread(as_imported, source, scratch / str(i), network)
+            say = (lambda line: progress(source, line)) if progress else None
+            report = await validate_in_domain(folder, images, progress=say)
+        return ImportedTask(source, folder, report)
+
+    tasks = await asyncio.gather(*(one(i, d) for i, d in enumerate(found.dirs)))
+    return list(tasks), found.skipped
 
 
 _UNSAFE_NAME = re.compile(r"[^-_.A-Za-z0-9]")

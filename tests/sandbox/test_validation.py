@@ -66,10 +66,10 @@ async def test_solve_that_hangs_after_working_is_timeout(make_task, images, test
 
 
 async def test_malformed_bundle_is_invalid_bundle(make_task, images, test_label) -> None:
-    task = make_task({"task.toml": TOML + "[surprise]\n"})
+    task = make_task({"task.toml": TOML.replace("memory_mb = 256", 'memory_mb = "lots"')})
     r = await validate_task(task, images, labels=test_label)
     assert (r.ok, r.reason) == (False, "invalid_bundle")
-    assert r.detail.startswith("UnknownFieldError")
+    assert r.detail.startswith("InvalidFieldError") and "memory_mb" in r.detail
 
 
 async def test_image_is_built_once_per_environment(make_task, images, docker_client) -> None:

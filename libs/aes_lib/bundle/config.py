@@ -1,35 +1,52 @@
-"""``task.toml``: Harbor 0.26's field names, parsed strictly.
+"""``task.toml``: every field of Harbor 0.26's task model, typed.
 
-Harbor itself ignores nothing it does not know only by accident of pydantic's
-defaults: it accepts unknown sections and fields. An admission gate should not,
-so every section and field outside the subset below raises
-:class:`UnknownFieldError` (this includes Harbor features this sandbox does not
-implement: multi-step tasks, MCP servers, network allow-lists, a separate
-verifier image). Wrong types and out-of-range values raise
-:class:`InvalidFieldError`; a file that is not TOML raises :class:`TomlSyntaxError`.
+What Harbor accepts is accepted here, with three kinds of difference:
 
-One deliberate difference in defaults: Harbor gives a task the public network
-unless told otherwise; here ``allow_internet`` defaults to false.
+- Fields Harbor does not model (``[task] format``, ``workstream``...) are kept, never an
+  error: :meth:`TaskConfig.warnings` lists them by dotted path (``TaskConfig.extras`` holds
+  their values), and ``aes validate`` and the proposer's ``check`` tool print them.
+- Values this sandbox executes keep stricter checks than Harbor's: positive timeouts and
+  resources, environment variable names, an absolute ``workdir``, a known value of every
+  enumerated field. Wrong types raise :class:`InvalidFieldError` (a string for a number is not
+  converted); a file that is not TOML raises :class:`TomlSyntaxError`.
+- Harbor features this sandbox does not run yet (a separate verifier container, multi-step
+  tasks, network allow-lists, collect hooks, TPUs, Windows containers) parse fine;
+  :meth:`TaskConfig.unsupported` names those a task needs, and validation answers
+  ``unsupported`` for it. Features that only help an agent or a report (MCP servers,
+  artifacts, skills, healthchecks, per-phase network overrides) are accepted and noted in
+  the warnings as not applied.
+
+One deliberate difference in defaults: Harbor gives a task the public network unless told
+otherwise; here the network is off unless ``allow_internet = true`` or ``network_mode =
+"public"``. An operator may let imported human-written datasets follow Harbor's default
+(``AES_IMPORTED_NETWORK``, see :mod:`aes_lib.bundle.imported`); a task never grants it to
+itself by leaving the field out.
 """
 
 from __future__ import annotations
 
+import re
 import tomllib
 from typing import Annotated, Any, Literal
 
 import msgspec
+import msgspec.inspect as mi
 
-from aes_lib.bundle.errors import InvalidFieldError, TomlSyntaxError, UnknownFieldError
+from aes_lib.bundle.errors import InvalidFieldError, TomlSyntaxError
 
 PositiveFloat = Annotated[float, msgspec.Meta(gt=0)]
 PositiveInt = Annotated[int, msgspec.Meta(gt=0)]
 EnvVars = dict[Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], str]
+NetworkMode = Literal["public", "no-network", "allowlist"]
+"""Harbor's network policy: the public network, none, or only ``allowed_hosts``."""
 
 _NAME_PATTERN = r"^[A-Za-z0-9_\-][A-Za-z0-9_.\-]*/[A-Za-z0-9_\-][A-Za-z0-9_.\-]*$"
+_SCHEMA_1X = re.compile(r"^1\.\d+$")
 
 
-class _Section(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
-    pass
+class _Section(msgspec.Struct, kw_only=True, frozen=True):
+    """A table of task.toml. Keys it does not declare are not decoded: ``parse_task_toml``
+    records them (``TaskConfig.extras``) before conversion."""
 
 
 class Author(_Section, frozen=True):
@@ -54,7 +71,15 @@ class TaskInfo(_Section, frozen=True):
     """Search keywords."""
 
 
-class AgentConfig(_Section, frozen=True):
+class _PhaseNetwork(_Section, frozen=True):
+    network_mode: NetworkMode | None = None
+    """A network policy for this phase only (Harbor); not applied here: the container keeps
+    the ``[environment]`` policy for both phases (a warning says so)."""
+    allowed_hosts: tuple[str, ...] | None = None
+    """Hosts reachable under ``network_mode = "allowlist"``."""
+
+
+class AgentConfig(_PhaseNetwork, frozen=True):
     """``[agent]``: the solver's (or oracle's) turn."""
 
     timeout_sec: PositiveFloat | None = None
@@ -63,17 +88,53 @@ class AgentConfig(_Section, frozen=True):
     """User (name or uid) the agent's commands run as; None: the image's USER."""
 
 
-class VerifierConfig(_Section, frozen=True):
-    """``[verifier]``: how tests/test.sh is run."""
+class HealthcheckConfig(_Section, frozen=True):
+    """``[environment.healthcheck]``: a readiness probe (Docker HEALTHCHECK's options). Parsed,
+    not run here."""
 
-    timeout_sec: PositiveFloat = 600.0
-    """Seconds tests/test.sh may run."""
-    env: EnvVars = {}
-    """Environment variables set for the verifier."""
-    environment_mode: Literal["shared"] | None = None
-    """Only ``shared`` (the verifier sees the agent's final files; this sandbox runs it in a fresh
-    container of the same image, see ``aes_lib.sandbox.verifier``); ``separate`` needs a
-    verifier image, which this sandbox does not build."""
+    command: str
+    interval_sec: float = 5.0
+    timeout_sec: float = 30.0
+    start_period_sec: float = 0.0
+    start_interval_sec: float = 5.0
+    retries: int = 3
+
+
+class TpuSpec(_Section, frozen=True):
+    """``[environment.tpu]``: a TPU slice. This sandbox has none (``unsupported``)."""
+
+    type: Annotated[str, msgspec.Meta(min_length=1)]
+    topology: Annotated[str, msgspec.Meta(pattern=r"^\s*[1-9]\d*(x[1-9]\d*)+\s*$")]
+    """``NxM`` or ``NxMxK``."""
+
+
+class MCPServerConfig(_Section, frozen=True):
+    """One ``[[environment.mcp_servers]]``: an MCP server offered to the agent (Harbor). Parsed,
+    not offered to agents here (a warning says so)."""
+
+    name: str
+    transport: Literal["stdio", "sse", "streamable-http", "http"] = "sse"
+    """``http`` is Harbor's alias of ``streamable-http``."""
+    url: str | None = None
+    """Required for the HTTP transports."""
+    command: str | None = None
+    """Required for ``stdio``."""
+    args: tuple[str, ...] = ()
+    headers: dict[str, str] = {}
+
+
+class ArtifactConfig(_Section, frozen=True):
+    """One entry of ``artifacts``: a path collected from the container after the run (Harbor).
+    Not collected here (a warning says so)."""
+
+    source: str
+    destination: str | None = None
+    exclude: tuple[str, ...] = ()
+    service: str | None = None
+
+
+Artifact = str | ArtifactConfig
+"""A bare container path, or a table."""
 
 
 class EnvironmentConfig(_Section, frozen=True):
@@ -82,21 +143,75 @@ class EnvironmentConfig(_Section, frozen=True):
     build_timeout_sec: PositiveFloat = 600.0
     """Seconds the image build may take."""
     docker_image: str | None = None
-    """Prebuilt image name; used only when present locally (there is no registry)."""
+    """Prebuilt image, preferred to environment/Dockerfile as Harbor does: used when present
+    locally or pullable; otherwise the Dockerfile is built if there is one, else the build fails."""
+    os: Literal["linux", "windows"] = "linux"
+    """Container OS (case-insensitive); ``windows`` is ``unsupported`` here."""
     cpus: PositiveFloat | None = None
     """CPU quota; None: the sandbox default. Capped by the sandbox."""
     memory_mb: PositiveInt | None = None
-    """Memory limit in MiB; None: the sandbox default. Capped by the sandbox."""
+    """Memory limit in MiB; None: the sandbox default. Capped by the sandbox. Harbor's older
+    ``memory = "2G"`` is read into it."""
     storage_mb: PositiveInt | None = None
-    """Disk the task expects; recorded, not enforced (overlay2 without quotas)."""
+    """Disk the task expects; recorded, not enforced (overlay2 without quotas). Harbor's older
+    ``storage = "10G"`` is read into it."""
     gpus: Annotated[int, msgspec.Meta(ge=0)] | None = None
     """GPUs requested; where the Docker engine has no GPU runtime, validation says ``needs_gpu``."""
+    gpu_types: tuple[str, ...] | None = None
+    """Acceptable GPU models (``["H100", "A100"]``); not matched here: any GPU the engine has."""
+    tpu: TpuSpec | None = None
+    """A TPU slice; ``unsupported`` here."""
+    mcp_servers: tuple[MCPServerConfig, ...] = ()
+    """MCP servers for the agent; not offered here."""
     allow_internet: bool = False
-    """Whether the container gets a network at all (Harbor's default is true)."""
+    """Whether the container gets a network at all: after parsing, the effective value of
+    ``allow_internet`` and ``network_mode`` (``network_mode`` wins, as in Harbor). False when
+    neither is set (Harbor's default is true)."""
+    network_mode: NetworkMode | None = None
+    """Harbor's newer network field: ``public`` (network), ``no-network``, ``allowlist``
+    (``unsupported`` here: no egress filter)."""
+    allowed_hosts: tuple[str, ...] | None = None
+    """Hosts reachable under ``network_mode = "allowlist"``."""
     env: EnvVars = {}
     """Environment variables of the container."""
+    skills_dir: str | None = None
+    """Skills for the agent (Harbor); not copied here."""
+    healthcheck: HealthcheckConfig | None = None
+    """Readiness probe; not run here."""
     workdir: Annotated[str, msgspec.Meta(pattern=r"^/")] | None = None
     """Absolute working directory for every exec; None: the image's WORKDIR."""
+
+
+class VerifierCollectConfig(_Section, frozen=True):
+    """One ``[[verifier.collect]]``: a command run after the agent's turn (Harbor); ``unsupported`` here."""
+
+    command: str
+    service: str = "main"
+    timeout_sec: PositiveFloat = 60.0
+    user: str | int | None = None
+
+
+class VerifierConfig(_PhaseNetwork, frozen=True):
+    """``[verifier]``: how tests/test.sh is run."""
+
+    timeout_sec: PositiveFloat = 600.0
+    """Seconds tests/test.sh may run."""
+    env: EnvVars = {}
+    """Environment variables set for the verifier."""
+    user: str | int | None = None
+    """User the verifier runs as (Harbor); not applied here (a warning says so)."""
+    environment_mode: Literal["shared", "separate"] | None = None
+    """``shared`` (the verifier sees the agent's final files; this sandbox runs it in a fresh
+    container of the same image, see ``aes_lib.sandbox.verifier``) or ``separate`` (its own
+    image: ``unsupported`` here). None: ``separate`` when ``environment`` is set, else shared."""
+    environment: EnvironmentConfig | None = None
+    """The separate verifier's container."""
+    collect: tuple[VerifierCollectConfig, ...] = ()
+    """Commands run before the verifier; ``unsupported`` here."""
+
+    @property
+    def separate(self) -> bool:
+        return self.environment_mode == "separate" or (self.environment_mode is None and self.environment is not None)
 
 
 class SolutionConfig(_Section, frozen=True):
@@ -106,11 +221,23 @@ class SolutionConfig(_Section, frozen=True):
     """Environment variables set for solution/solve.sh."""
 
 
+class StepConfig(_Section, frozen=True):
+    """One ``[[steps]]`` of a multi-step task (Harbor); ``unsupported`` here."""
+
+    name: Annotated[str, msgspec.Meta(min_length=1)]
+    agent: AgentConfig = AgentConfig()
+    verifier: VerifierConfig = VerifierConfig()
+    min_reward: float | dict[str, float] | None = None
+    healthcheck: HealthcheckConfig | None = None
+    artifacts: tuple[Artifact, ...] = ()
+
+
 class TaskConfig(_Section, frozen=True):
     """The whole of task.toml."""
 
-    schema_version: Annotated[str, msgspec.Meta(pattern=r"^1\.\d+$")] = "1.4"
-    """Harbor task schema version (``1.x``)."""
+    schema_version: str = "1.4"
+    """Harbor task schema version (``1.x``; another value is read as 1.x with a warning).
+    Harbor's older name, a top-level ``version``, is read into it."""
     task: TaskInfo | None = None
     """``[task]``; optional as in Harbor."""
     metadata: dict[str, Any] = {}
@@ -123,6 +250,62 @@ class TaskConfig(_Section, frozen=True):
     """``[environment]``: image build and container resources."""
     solution: SolutionConfig = SolutionConfig()
     """``[solution]``: the reference solution's environment."""
+    source: str | None = None
+    """Where the task comes from (Harbor: the dataset's name)."""
+    multi_step_reward_strategy: Literal["mean", "final"] | None = None
+    """How a multi-step task's reward is derived from its steps'."""
+    steps: tuple[StepConfig, ...] | None = None
+    """``[[steps]]``: a multi-step task; ``unsupported`` here."""
+    artifacts: tuple[Artifact, ...] = ()
+    """Paths collected after the run; not collected here."""
+    extras: dict[str, Any] = msgspec.field(default_factory=dict, name="__aes_extras__")
+    """Fields Harbor does not model, by dotted path (``task.format``, ``version``...): kept,
+    never decoded from a key of that name (set by ``parse_task_toml`` only)."""
+    notes: tuple[str, ...] = msgspec.field(default=(), name="__aes_notes__")
+    """Harbor's older spellings that were read (``memory`` into ``memory_mb``...), as warnings."""
+
+    def warnings(self) -> list[str]:
+        """One line per field kept but not applied: fields Harbor does not model, older
+        spellings, Harbor features this sandbox accepts without applying them."""
+        out = [f"task.toml: {path} is not a Harbor 0.26 field (kept, ignored)" for path in self.extras]
+        out += [f"task.toml: {n}" for n in self.notes]
+        if not _SCHEMA_1X.match(self.schema_version):
+            out.append(f"task.toml: schema_version {self.schema_version!r} is not 1.x; read as 1.x")
+        env = self.environment
+        ignored = [
+            (bool(env.mcp_servers), f"[environment] mcp_servers ({len(env.mcp_servers)}) are not offered to agents by this sandbox"),
+            (bool(self.artifacts), f"artifacts ({len(self.artifacts)}) are not collected by this sandbox"),
+            (env.skills_dir is not None, "[environment] skills_dir is not copied for agents by this sandbox"),
+            (env.healthcheck is not None, "[environment.healthcheck] is not run by this sandbox"),
+            (bool(env.gpu_types), "[environment] gpu_types is not matched: any GPU of the engine is used"),
+            (self.verifier.user is not None, "[verifier] user is not applied: tests/test.sh runs as the image's user"),
+        ]
+        for phase, cfg in (("agent", self.agent), ("verifier", self.verifier)):
+            if cfg.network_mode is not None:
+                ignored.append((True, f"[{phase}] network_mode is not applied per phase: the container's network "
+                                      f"follows [environment] ({'on' if env.allow_internet else 'off'})"))
+        out += [f"task.toml: {text}" for cond, text in ignored if cond]
+        return out
+
+    def unsupported(self) -> list[str]:
+        """What the task needs that this sandbox does not run yet, one line each (empty: nothing)."""
+        env, out = self.environment, []
+        if self.verifier.separate:
+            out.append('[verifier] environment_mode = "separate" is not run by this sandbox yet')
+        if self.verifier.collect:
+            out.append("[[verifier.collect]] hooks are not run by this sandbox yet")
+        if self.steps:
+            out.append(f"[[steps]] (a multi-step task, {len(self.steps)} steps) are not run by this sandbox yet")
+        if env.network_mode == "allowlist":
+            out.append('[environment] network_mode = "allowlist" is not enforced by this sandbox yet (no egress filter)')
+        if env.os == "windows":
+            out.append('[environment] os = "windows" needs Windows containers, which this sandbox does not run')
+        if env.tpu is not None:
+            out.append(f"[environment] tpu ({env.tpu.type}) needs a TPU, which this sandbox does not have")
+        return out
+
+
+_INTERNAL = {"__aes_extras__", "__aes_notes__"}
 
 
 def parse_task_toml(text: str) -> TaskConfig:
@@ -131,10 +314,158 @@ def parse_task_toml(text: str) -> TaskConfig:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise TomlSyntaxError(f"task.toml: {e}") from e
+    notes: list[str] = []
+    _read_old_names(data, notes)
+    extras: dict[str, Any] = {}
+    _collect_extras(data, _TYPE, "", extras)
+    for key in _INTERNAL & data.keys():
+        del data[key]
     try:
-        return msgspec.convert(data, TaskConfig)
-    except msgspec.ValidationError as e:
-        # msgspec names the path in the message; an unknown key is its own error type.
-        if "unknown field" in str(e):
-            raise UnknownFieldError(f"task.toml: {e}") from e
+        cfg = msgspec.convert(data, TaskConfig)
+    except msgspec.ValidationError as e:  # msgspec names the path in the message
         raise InvalidFieldError(f"task.toml: {e}") from e
+    _check_rules(cfg)
+    env = _resolve_network(cfg.environment)
+    verifier = cfg.verifier
+    if verifier.environment is not None:
+        verifier = msgspec.structs.replace(verifier, environment=_resolve_network(verifier.environment))
+    return msgspec.structs.replace(cfg, environment=env, verifier=verifier, extras=extras, notes=tuple(notes))
+
+
+def leaves_network_unset(text: str) -> bool:
+    """Whether task.toml (valid TOML) says nothing about the network: Harbor would give the
+    task the public network, this sandbox gives none."""
+    env = tomllib.loads(text).get("environment", {})
+    return not (isinstance(env, dict) and env.keys() & {"allow_internet", "network_mode", "allowed_hosts"})
+
+
+def grant_network(text: str) -> str:
+    """task.toml's text with ``allow_internet = true`` added to ``[environment]`` (the text
+    must leave the network unset); the rest of the text is kept as written."""
+    header = re.search(r"(?m)^[ \t]*\[[ \t]*environment[ \t]*\][ \t]*(#.*)?$", text)
+    candidates = []
+    if header:
+        candidates.append(text[:header.end()] + "\nallow_internet = true" + text[header.end():])
+    candidates.append(text.rstrip("\n") + "\n\n[environment]\nallow_internet = true\n")
+    candidates.append("environment.allow_internet = true\n" + text)
+    for candidate in candidates:
+        try:
+            if parse_task_toml(candidate).environment.allow_internet:
+                return candidate
+        except (TomlSyntaxError, InvalidFieldError):
+            continue
+    raise InvalidFieldError("task.toml: cannot add allow_internet = true to [environment]")
+
+
+# --- parsing helpers ---------------------------------------------------------------
+
+_TYPE = mi.type_info(TaskConfig)
+
+
+def _collect_extras(value: Any, t: mi.Type, path: str, out: dict[str, Any]) -> None:
+    """Record in ``out`` every key of ``value`` (decoded TOML) that type ``t`` does not declare."""
+    if isinstance(t, mi.Metadata):
+        _collect_extras(value, t.type, path, out)
+    elif isinstance(t, mi.StructType):
+        if not isinstance(value, dict):
+            return  # a wrong type: conversion reports it
+        fields = {f.encode_name: f for f in t.fields if f.encode_name not in _INTERNAL}
+        for key, item in value.items():
+            sub = f"{path}.{key}" if path else key
+            if key in fields:
+                _collect_extras(item, fields[key].type, sub, out)
+            else:
+                out[sub] = item
+    elif isinstance(t, mi.UnionType):
+        for option in t.types:
+            inner = option.type if isinstance(option, mi.Metadata) else option
+            if (isinstance(inner, mi.StructType) and isinstance(value, dict)) or (
+                    isinstance(inner, (mi.ListType, mi.VarTupleType)) and isinstance(value, list)):
+                _collect_extras(value, inner, path, out)
+                return
+    elif isinstance(t, (mi.ListType, mi.VarTupleType)) and isinstance(value, list):
+        for i, item in enumerate(value):
+            _collect_extras(item, t.item_type, f"{path}[{i}]", out)
+
+
+def _size_mb(text: str) -> int:
+    """Harbor's older size strings: ``2G``, ``512M``, ``1048576K``."""
+    s = text.strip().upper()
+    scale = {"G": 1024.0, "M": 1.0, "K": 1 / 1024}.get(s[-1:])
+    try:
+        if scale is None:
+            raise ValueError
+        return int(float(s[:-1]) * scale)
+    except ValueError:
+        raise InvalidFieldError(f"task.toml: size {text!r}: expected a number and G, M or K, like '2G'") from None
+
+
+def _read_old_names(data: dict[str, Any], notes: list[str]) -> None:
+    """Harbor's older spellings, read as Harbor reads them: a top-level ``version`` is the
+    schema version; ``memory``/``storage`` size strings become ``memory_mb``/``storage_mb``;
+    ``os`` is case-insensitive, transport ``http`` is ``streamable-http``."""
+    if "version" in data:
+        old = data.pop("version")
+        if "schema_version" in data:
+            notes.append("top-level version is Harbor's older name of schema_version, which is also set (version ignored)")
+        else:
+            data["schema_version"] = old
+            notes.append("top-level version is Harbor's older name of schema_version (read as schema_version)")
+    envs = [data.get("environment"), (data.get("verifier") or {}).get("environment")
+            if isinstance(data.get("verifier"), dict) else None]
+    for env in envs:
+        if not isinstance(env, dict):
+            continue
+        for old, new in (("memory", "memory_mb"), ("storage", "storage_mb")):
+            if old not in env:
+                continue
+            value = env.pop(old)
+            if not isinstance(value, str):
+                notes.append(f"[environment] {old} is not a size string (ignored, as Harbor does); use {new}")
+                continue
+            mb = _size_mb(value)
+            if new in env and env[new] != mb:
+                raise InvalidFieldError(f"task.toml: [environment] {old} = {value!r} ({mb} MB) contradicts {new} = {env[new]!r}")
+            env.setdefault(new, mb)
+            notes.append(f"[environment] {old} = {value!r} is Harbor's older spelling of {new} (read as {mb})")
+        if isinstance(env.get("os"), str):
+            env["os"] = env["os"].lower()
+        for server in env.get("mcp_servers") or []:
+            if isinstance(server, dict) and server.get("transport") == "http":
+                server["transport"] = "streamable-http"
+
+
+def _check_rules(cfg: TaskConfig) -> None:
+    """Harbor's rules across fields, which the types alone do not state."""
+    def bad(message: str) -> InvalidFieldError:
+        return InvalidFieldError(f"task.toml: {message}")
+
+    if cfg.verifier.environment_mode == "shared" and cfg.verifier.environment is not None:
+        raise bad('[verifier] environment_mode = "shared" conflicts with [verifier.environment]')
+    phases = [("environment", cfg.environment), ("agent", cfg.agent), ("verifier", cfg.verifier)]
+    if cfg.verifier.environment is not None:
+        phases.append(("verifier.environment", cfg.verifier.environment))
+    for where, section in phases:
+        if section.allowed_hosts is not None and section.network_mode != "allowlist":
+            raise bad(f'[{where}] allowed_hosts needs network_mode = "allowlist"')
+    for i, server in enumerate(cfg.environment.mcp_servers):
+        if server.transport == "stdio" and not server.command:
+            raise bad(f"$.environment.mcp_servers[{i}]: transport 'stdio' needs a command")
+        if server.transport != "stdio" and not server.url:
+            raise bad(f"$.environment.mcp_servers[{i}]: transport {server.transport!r} needs a url")
+    artifacts = [*cfg.artifacts, *(a for step in cfg.steps or () for a in step.artifacts)]
+    for artifact in artifacts:
+        source = artifact if isinstance(artifact, str) else artifact.source
+        if ".." in source.split("/"):
+            raise bad(f"artifact source {source!r} has a '..' component")
+    names = [step.name.casefold() for step in cfg.steps or ()]
+    if len(set(names)) != len(names):
+        raise bad("[[steps]] names must be unique")
+
+
+def _resolve_network(env: EnvironmentConfig) -> EnvironmentConfig:
+    """``allow_internet`` as the effective policy: ``network_mode`` when set, else
+    ``allow_internet`` when set, else off."""
+    if env.network_mode is not None:
+        return msgspec.structs.replace(env, allow_internet=env.network_mode == "public")
+    return env

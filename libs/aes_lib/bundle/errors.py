@@ -20,7 +20,8 @@ class TomlSyntaxError(BundleError):
 
 
 class UnknownFieldError(BundleError):
-    """task.toml has a section or field this validator does not implement."""
+    """A section or field no model knows. No longer raised for task.toml, whose unknown fields
+    are kept as warnings (``TaskConfig.warnings``) as Harbor keeps them; kept for callers that catch it."""
 
 
 class InvalidFieldError(BundleError):

@@ -50,7 +50,8 @@ class Task:
         ├── instruction.md          what the agent is asked to do (UTF-8, non-empty)
         ├── task.toml               TaskConfig: timeouts, resources, metadata
         ├── environment/
-        │   └── Dockerfile          (or docker-compose.yaml) the agent's container
+        │   └── Dockerfile          (or docker-compose.yaml) the agent's container; optional
+        │                           with [environment] docker_image
         ├── solution/
         │   └── solve.sh            reference solution, run by the oracle agent
         └── tests/
@@ -71,10 +72,13 @@ class Task:
         for rel in REQUIRED_FILES:
             if not (root / rel).is_file():
                 raise MissingFileError(f"missing {rel}")
-        if not any((root / "environment" / f).is_file() for f in ENVIRONMENT_FILES):
-            raise MissingFileError("missing environment/Dockerfile (or environment/docker-compose.yaml)")
         check_tree(root, limits)
         config = parse_task_toml(_read_text(root / "task.toml", "task.toml"))
+        # As in Harbor, a prebuilt docker_image makes the build recipe optional.
+        if not config.environment.docker_image and not any(
+                (root / "environment" / f).is_file() for f in ENVIRONMENT_FILES):
+            raise MissingFileError("missing environment/Dockerfile (or environment/docker-compose.yaml, "
+                                   "or [environment] docker_image)")
         instruction = _read_text(root / "instruction.md", "instruction.md")
         if not instruction.strip():
             raise EmptyInstructionError("instruction.md is empty")
@@ -84,6 +88,11 @@ class Task:
     def name(self) -> str:
         """``[task].name`` if set, else the directory's name."""
         return self.config.task.name if self.config.task else self.root.name
+
+    @property
+    def warnings(self) -> list[str]:
+        """task.toml's fields kept but not applied (see ``TaskConfig.warnings``)."""
+        return self.config.warnings()
 
     @property
     def environment_dir(self) -> Path:

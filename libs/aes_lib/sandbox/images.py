@@ -29,6 +29,8 @@ DOMAIN_RECIPE_LABEL = "aes.domain-recipe"
 """On a domain's image: the content hash of the recipe it was built from."""
 FROM_LINE = re.compile(r"^(\s*FROM\s+(?:--\S+\s+)*)(\S+)(.*)$", re.IGNORECASE | re.MULTILINE)
 """A Dockerfile's ``FROM [--flag...] IMAGE [AS NAME]``: (prefix, image, rest)."""
+PULL_TIMEOUT = 60.0
+"""Seconds a pull of a task's ``docker_image`` may take before the image counts as unavailable."""
 logger = logging.getLogger("aes.sandbox")
 
 
@@ -74,9 +76,17 @@ class ImageCache:
     async def build(self, task: Task) -> str:
         env = task.config.environment
         dockerfile = task.environment_dir / "Dockerfile"
-        if not dockerfile.is_file():
-            if env.docker_image:
+        if env.docker_image:
+            # As in Harbor, a prebuilt image is preferred to the Dockerfile. Offline, an image
+            # that is neither local nor pullable falls back to the Dockerfile when there is one
+            # (what Harbor's --force-build would run).
+            try:
                 return await self._existing(env.docker_image)
+            except BuildFailedError as e:
+                if not dockerfile.is_file():
+                    raise
+                logger.warning("%s: %s; building environment/Dockerfile instead", task.name, e)
+        if not dockerfile.is_file():
             raise BuildFailedError("only environment/Dockerfile is supported (no docker-compose.yaml)")
         # A task on a domain's image is rebuilt when that image's recipe changes.
         domain_ids = [await self.domain_image(d) for d in referenced_domains(dockerfile)]
@@ -113,9 +123,24 @@ class ImageCache:
             return False
 
     async def _existing(self, image: str) -> str:
-        if not await self._present(image):
-            raise BuildFailedError(f"docker_image {image!r} is not present locally and there is no registry")
-        return image
+        """``image`` when present locally or pulled within ``PULL_TIMEOUT`` seconds."""
+        try:
+            if await self._present(image):
+                return image
+        except docker.errors.APIError as e:  # e.g. an invalid reference
+            raise BuildFailedError(f"docker_image {image}: {e.explanation or e}") from e
+        lock = self._locks.setdefault(f"pull:{image}", asyncio.Lock())
+        async with lock:  # concurrent tasks on one image share one pull
+            if await self._present(image):
+                return image
+            try:
+                await asyncio.wait_for(asyncio.to_thread(self.client.images.pull, image), PULL_TIMEOUT)
+            except (docker.errors.APIError, requests.exceptions.RequestException, TimeoutError) as e:
+                logger.info("pull of %s failed: %s", image, e)
+            if await self._present(image):
+                return image
+        raise BuildFailedError(f"docker_image {image} is not present locally and could not be pulled (no registry "
+                               "reachable): load it with `docker load` or build it")
 
     def _build(self, context: Path, tag: str, timeout: float) -> None:
         # No owner labels: the cache outlives the process that built it, so the reaper keeps it.

@@ -1,6 +1,7 @@
 """The validation rule, as a library function shared by the service, CLI and bench.
 
-A task is valid when its bundle checks out, names a known domain, gets the GPUs it asks
+A task is valid when its bundle checks out, names a known domain, needs no Harbor feature this
+sandbox does not run yet (else ``unsupported``: a separate verifier, steps...), gets the GPUs it asks
 for (else the verdict is ``needs_gpu``, not a failure of the task), its image builds, the reference
 solution (oracle) scores exactly 1.0 within its time limit, and the empty
 solution (nop) scores below 0.5. Oracle and nop run concurrently from one image.
@@ -21,8 +22,8 @@ from aes_lib.domains import UnknownDomainError, domain_of
 from aes_lib.sandbox.images import BuildFailedError, BuildTimeoutError, ImageCache, gpu_engine
 from aes_lib.sandbox.trial import NopAgent, OracleAgent, TrialResult, run_trial
 
-Reason = Literal["ok", "invalid_bundle", "unknown_domain", "needs_gpu", "build_failed", "oracle_failed",
-                 "nop_passed", "timeout", "domain_rule"]
+Reason = Literal["ok", "invalid_bundle", "unknown_domain", "unsupported", "needs_gpu", "build_failed",
+                 "oracle_failed", "nop_passed", "timeout", "domain_rule"]
 NOP_THRESHOLD = 0.5
 
 
@@ -39,6 +40,8 @@ class ValidationReport:
     logs: str = ""
     """Build, oracle and verifier output of a failure; empty when ok."""
     seconds: float = 0.0
+    warnings: tuple[str, ...] = ()
+    """task.toml's fields kept but not applied (``Task.warnings``): never a reason to fail."""
 
 
 async def validate_task(
@@ -55,18 +58,23 @@ async def validate_task(
     t0 = time.monotonic()
     say = progress or (lambda line: None)
 
+    warnings: tuple[str, ...] = ()
+
     def report(task: str, reason: Reason, detail: str, **kw) -> ValidationReport:
         return ValidationReport(task=task, ok=reason == "ok", reason=reason, detail=detail,
-                                seconds=time.monotonic() - t0, **kw)
+                                seconds=time.monotonic() - t0, warnings=warnings, **kw)
 
     try:
         task = Task.load(path, limits)
     except BundleError as e:
         return report(str(path), "invalid_bundle", f"{type(e).__name__}: {e}")
+    warnings = tuple(task.warnings)
     try:
         domain_of(task)
     except UnknownDomainError as e:
         return report(task.name, "unknown_domain", str(e))
+    if needs := task.config.unsupported():
+        return report(task.name, "unsupported", "unsupported: " + "; ".join(needs))
     if (gpus := task.config.environment.gpus) and not await asyncio.to_thread(gpu_engine, images.client):
         return report(task.name, "needs_gpu", f"needs a GPU: the task asks for {gpus} and this Docker engine has "
                       "no GPU runtime; validate it where one exists (bench/gpu_domain.sh)")

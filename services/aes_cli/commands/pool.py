@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -11,12 +12,17 @@ from aes_proto import subjects
 from aes_proto.messages import PoolPlan, PoolReview
 
 from aes_cli.commands.domains import domain_arg
+from aes_cli.commands.validate import warn_lines
+from aes_cli.errors import CommandError
+from aes_cli.output import Progress
+from aes_lib.bundle.imported import dataset_tasks
 from aes_lib.bus import Bus
 from aes_lib.config import Settings
 from aes_lib.domains import get as get_domain
 from aes_lib.flywheel.config import FlywheelConfig
 from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
-from aes_ops.seeding import SEEDS_DIR, export, seed_dirs, seed_pool
+from aes_lib.sandbox import ImageCache
+from aes_ops.seeding import SEEDS_DIR, ImportedTask, export, seed_dirs, seed_pool, validate_dataset
 
 
 async def _with_bus(fn):
@@ -26,6 +32,8 @@ async def _with_bus(fn):
 
 
 def _seed(args: argparse.Namespace) -> int:
+    if args.source is not None:
+        return _seed_from(args)
     folders = [get_domain(d).seeds for d in args.domain] if args.domain else [seed_dirs(args.seeds)]
     dirs = [d for group in folders for d in group]
     source = ", ".join(f"domain {d}" for d in args.domain) if args.domain else str(args.seeds)
@@ -36,6 +44,57 @@ def _seed(args: argparse.Namespace) -> int:
         print(f"seeded {len(events)} tasks from {source}; pool has {len(idx.active)}")
     asyncio.run(_with_bus(go))
     return 0
+
+
+def _seed_from(args: argparse.Namespace) -> int:
+    """Validate every task of a Harbor dataset, print a table, seed the valid ones; 1 if any failed."""
+    import docker
+
+    from aes_cli.commands.validate import STEPS
+
+    root: Path = args.source
+    if not root.is_dir():
+        raise CommandError(f"{root}: no such dataset folder")
+    network = Settings.from_env().imported_network
+    try:
+        count = len(dataset_tasks(root).dirs)
+    except (OSError, ValueError) as e:
+        raise CommandError(f"{root}: cannot read the dataset: {e}") from e
+    if not count:
+        raise CommandError(f"{root}: no task folders (with task.toml) in it or one level down")
+    with tempfile.TemporaryDirectory(prefix="aes-import-") as scratch:
+        with Progress("import", total=STEPS * count) as progress:
+            images = ImageCache(docker.from_env())
+            tasks, skipped = asyncio.run(validate_dataset(
+                root, images, Path(scratch), jobs=args.jobs, network=network,
+                progress=lambda src, line: progress.step(f"{src.name}: {line}")))
+        print(render_import(tasks, skipped))
+        valid = [t.folder for t in tasks if t.report.ok]
+
+        async def go(bus, store):
+            events = await seed_pool(bus, store, valid)
+            idx = await store.index()
+            print(f"seeded {len(events)} of {len(tasks)} tasks from {root} (network of imported tasks: {network}); "
+                  f"pool has {len(idx.active)}")
+        if valid:
+            asyncio.run(_with_bus(go))
+        else:
+            print(f"seeded 0 of {len(tasks)} tasks from {root}: none is valid")
+    return 0 if all(t.report.ok for t in tasks) else 1
+
+
+def render_import(tasks: list[ImportedTask], skipped: list[str]) -> str:
+    """TASK, VERDICT, REASON, WARNINGS per task; then failures' details, warnings, skipped entries."""
+    rows = [("TASK", "VERDICT", "REASON", "WARNINGS")] + [
+        (t.report.task, "valid" if t.report.ok else "NEEDS GPU" if t.report.reason == "needs_gpu" else "FAIL",
+         t.report.reason, str(len(t.report.warnings))) for t in tasks]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    failures = [f"  {t.report.task}: {t.report.detail}" for t in tasks if not t.report.ok]
+    lines += [""] + failures if failures else []
+    lines += warn_lines([t.report for t in tasks])
+    lines += [""] + [f"SKIPPED {s}" for s in skipped] if skipped else []
+    return "\n".join(lines)
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -79,6 +138,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--domain", action="append", type=domain_arg, default=[],
                    help="seed with this domain's seed tasks instead (repeatable; see aes domains): the planner's "
                         "assignments from them ask for tasks of the same domain")
+    s.add_argument("--from", dest="source", type=Path, metavar="DIR",
+                   help="a Harbor dataset folder (task folders one level down, or one task folder): validate "
+                        "every task, print a table, seed the valid ones; exit 1 if any failed. A task that "
+                        "leaves its network unset gets AES_IMPORTED_NETWORK's policy")
+    s.add_argument("-j", "--jobs", type=int, default=1, help="with --from: tasks validated at once (default 1)")
     s.set_defaults(func=_seed)
     ps.add_parser("list", help="active environments").set_defaults(func=_list)
     r = ps.add_parser("review", help="rerun the solver on the pool, retire out-of-band tasks, plan replacements")

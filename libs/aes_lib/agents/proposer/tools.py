@@ -130,6 +130,7 @@ class ProposerTools:
             lines.append(report.detail)
         if not report.ok and report.logs:
             lines.append(report.logs)
+        lines += [f"warning: {w}" for w in report.warnings]
         return ToolResult(0 if report.ok else 1, "\n".join(lines))
 
     async def _solver(self, task: Task, rel: str, rest: list[str]) -> ToolResult:
