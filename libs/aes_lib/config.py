@@ -175,8 +175,19 @@ class Settings:
     imported_network: Literal["off", "harbor"] = "off"
     """Network of an imported human-written task (``aes pool seed --from``, ``aes validate
     --imported``) whose task.toml leaves it unset: ``off`` (this sandbox's default: none) or
-    ``harbor`` (Harbor's default: the network, written into the seeded copy's task.toml).
-    Generated tasks never get it this way."""
+    ``harbor`` (Harbor's default: the network, written into the seeded copy's task.toml; given
+    only under ``AES_SANDBOX_NETWORK=imported``). Generated tasks never get it this way."""
+    sandbox_network: Literal["none", "imported"] = "none"
+    """Which sandboxes and image builds may have a network at all: ``none`` (none, whatever a
+    task.toml says) or ``imported`` (tasks the operator imported, run with
+    ``LimitCaps(allow_network=True)``, that ask for it get ``AES_SANDBOX_EGRESS_NETWORK``: egress
+    only, never the host, other containers or private addresses). A generated task never gets one."""
+    sandbox_egress_network: str = "aes-egress"
+    """Docker network (created on first use, with firewall rules scoped to its bridge) that
+    networked sandboxes join under ``AES_SANDBOX_NETWORK=imported``."""
+    sandbox_egress_allow: tuple[str, ...] = ()
+    """Addresses or CIDRs (comma-separated) in the blocked private ranges the egress network may
+    still reach, e.g. a package mirror's; the host's own addresses stay unreachable."""
     log_level: str = "info"
     """Level of every service's and the CLI's log lines: ``debug``, ``info``, ``warning`` or ``error``."""
     log_format: str = "text"

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
 
 from aes_lib.sandbox import Limits, Sandbox, reap
-from aes_lib.sandbox.container import MANAGED_LABEL, OWNER_PID_LABEL, owner_labels
+from aes_lib.sandbox.container import MANAGED_LABEL, OWNER_PID_LABEL, owner_labels, remove_egress_network
 
 pytestmark = pytest.mark.docker
 IMAGE = "aes-base:latest"
@@ -63,9 +64,15 @@ async def test_network_is_off_by_default(docker_client, test_label) -> None:
     assert connect.exit_code != 0 and "unreachable" in connect.output.lower()
 
 
-async def test_network_on_when_allowed(docker_client, test_label) -> None:
-    async with Sandbox.start(IMAGE, Limits(network=True), client=docker_client, labels=test_label) as sb:
-        ifaces = await sb.exec("ls /sys/class/net", timeout=30)
+async def test_network_on_when_allowed(docker_client, test_label, monkeypatch) -> None:
+    # A network (and firewall rules) of this test's own, removed after it.
+    name = f"aes-egress-test-{uuid.uuid4().hex[:6]}"
+    monkeypatch.setenv("AES_SANDBOX_EGRESS_NETWORK", name)
+    try:
+        async with Sandbox.start(IMAGE, Limits(network=True), client=docker_client, labels=test_label) as sb:
+            ifaces = await sb.exec("ls /sys/class/net", timeout=30)
+    finally:
+        remove_egress_network(docker_client, name)
     assert "eth0" in ifaces.output.split()
 
 

@@ -9,10 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import io
+import ipaddress
 import os
+import re
+import shlex
 import socket
+import subprocess
 import tarfile
+import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -24,6 +30,7 @@ import docker.errors
 import docker.types
 
 from aes_lib.bundle import EnvironmentConfig
+from aes_lib.config import Settings
 
 MANAGED_LABEL = "aes.managed"
 OWNER_PID_LABEL = "aes.owner_pid"
@@ -84,19 +91,23 @@ class Limits:
     pids: int = 256
     """Most processes and threads at once (fork bombs stop here)."""
     network: bool = False
-    """Whether the container has a network at all."""
+    """Whether the container has a network at all: the egress-only network
+    (:func:`egress_network`), never Docker's default bridge."""
     gpus: int = 0
     """GPUs given to the container (an NVIDIA runtime must exist: see ``images.gpu_engine``)."""
 
     @classmethod
     def for_task(cls, env: EnvironmentConfig, caps: "LimitCaps | None" = None) -> "Limits":
-        """The task's requests, defaults where absent, clamped to ``caps``."""
+        """The task's requests, defaults where absent, clamped to ``caps``. The network only
+        where the task asks, the caller runs an operator-imported task (``caps.allow_network``)
+        and the operator allows it (``AES_SANDBOX_NETWORK=imported``)."""
         caps = caps or LimitCaps()
+        wants = env.allow_internet and caps.allow_network
         return cls(
             cpus=min(env.cpus or caps.default_cpus, caps.max_cpus),
             memory_mb=min(env.memory_mb or caps.default_memory_mb, caps.max_memory_mb),
             pids=caps.pids,
-            network=env.allow_internet and caps.allow_network,
+            network=wants and Settings.from_env().sandbox_network == "imported",
             gpus=env.gpus or 0,
         )
 
@@ -115,8 +126,118 @@ class LimitCaps:
     """Most memory a task gets."""
     pids: int = 512
     """Process limit of every container."""
-    allow_network: bool = True
-    """Whether ``allow_internet = true`` is honoured at all."""
+    allow_network: bool = False
+    """Whether ``allow_internet = true`` is honoured at all: only for tasks the operator imported
+    (``aes pool seed --from``), never for generated ones, and then only under
+    ``AES_SANDBOX_NETWORK=imported``."""
+
+
+BLOCKED_RANGES = ("0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
+                  "192.168.0.0/16", "224.0.0.0/4", "240.0.0.0/4")
+"""Destinations the egress network drops besides the host's own subnets: private, shared,
+link-local (cloud metadata), loopback, multicast and reserved addresses (where the stack's
+services and the rest of the operator's network live)."""
+EGRESS_LABEL = "aes.egress"
+_egress_lock = threading.Lock()
+
+
+def local_engine(client: docker.DockerClient) -> bool:
+    """Whether the engine is reached through a unix socket on this host (so this host's
+    firewall and cgroups are the ones its containers live in)."""
+    return client.api.base_url == "http+docker://localhost"
+
+
+def egress_network(client: docker.DockerClient, name: str | None = None) -> str:
+    """The name of the egress-only network (``AES_SANDBOX_EGRESS_NETWORK``), created with its
+    firewall rules when missing: its containers reach the outside world but not the host (any
+    of its addresses), each other, or private ranges (``BLOCKED_RANGES`` and the host's own
+    subnets) except ``AES_SANDBOX_EGRESS_ALLOW``. ``SandboxError`` where that cannot be
+    ensured (a remote engine, no iptables): a networked sandbox is refused, never given
+    Docker's plain bridge."""
+    settings = Settings.from_env()
+    name = name or settings.sandbox_egress_network
+    if not local_engine(client):
+        raise SandboxError(f"the egress network {name} needs the firewall of the engine's host: "
+                           f"not available for the engine at {client.api.base_url}")
+    with _egress_lock:
+        try:
+            net = client.networks.get(name)
+        except docker.errors.NotFound:
+            bridge = "aes" + hashlib.sha256(name.encode()).hexdigest()[:10]
+            try:
+                net = client.networks.create(
+                    name, driver="bridge", check_duplicate=True, labels={EGRESS_LABEL: "1"},
+                    options={"com.docker.network.bridge.name": bridge,
+                             "com.docker.network.bridge.enable_icc": "false"})
+            except docker.errors.APIError:  # another process created it meanwhile
+                net = client.networks.get(name)
+        try:
+            _firewall(_bridge(net), settings.sandbox_egress_allow)
+        except (OSError, subprocess.CalledProcessError) as e:
+            raise SandboxError(f"cannot install the firewall rules of network {name}: {e}") from e
+    return name
+
+
+def remove_egress_network(client: docker.DockerClient, name: str) -> None:
+    """Remove network ``name`` and the firewall rules ``egress_network`` added for it."""
+    try:
+        net = client.networks.get(name)
+    except docker.errors.NotFound:
+        return
+    bridge = _bridge(net)
+    net.remove()
+    for chain, rule in _our_rules(bridge):
+        subprocess.run(["iptables", "-w", "-D", chain, *rule], check=False, capture_output=True)
+
+
+def _bridge(net) -> str:
+    return (net.attrs.get("Options") or {}).get("com.docker.network.bridge.name") or f"br-{net.id[:12]}"
+
+
+def _host_subnets() -> list[str]:
+    out = subprocess.run(["ip", "-4", "-o", "addr", "show"], check=True, capture_output=True, text=True).stdout
+    nets = {str(ipaddress.ip_interface(m).network) for m in re.findall(r"\binet\s+(\S+)", out)}
+    return sorted(nets)
+
+
+def _our_rules(bridge: str) -> list[tuple[str, list[str]]]:
+    """(chain, rule spec) of each rule in INPUT and DOCKER-USER carrying ``bridge``'s comment."""
+    tag = f"aes-egress:{bridge}"
+    found = []
+    for chain in ("INPUT", "DOCKER-USER"):
+        out = subprocess.run(["iptables", "-w", "-S", chain], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            if tag in line and line.startswith(f"-A {chain} "):
+                found.append((chain, shlex.split(line)[2:]))
+    return found
+
+
+def _firewall(bridge: str, allow: tuple[str, ...]) -> None:
+    """Rules, scoped to traffic entering from ``bridge``: nothing to the host itself (INPUT),
+    nothing forwarded to blocked ranges (DOCKER-USER) except to ``allow`` (those RETURN to
+    Docker's own chains)."""
+    tag = ["-m", "comment", "--comment", f"aes-egress:{bridge}"]
+    # Rejected, not dropped: a blocked connection fails at once ("No route to host").
+    reject = ["-j", "REJECT", "--reject-with", "icmp-admin-prohibited"]
+    drops = [("INPUT", ["-i", bridge, *tag, *reject])]
+    drops += [("DOCKER-USER", ["-i", bridge, "-d", net, *tag, *reject]) for net in (*BLOCKED_RANGES, *_host_subnets())]
+    accepts = [("DOCKER-USER", ["-i", bridge, "-d", a, *tag, "-j", "RETURN"]) for a in allow]
+
+    def present(chain: str, rule: list[str]) -> bool:
+        return subprocess.run(["iptables", "-w", "-C", chain, *rule], capture_output=True).returncode == 0
+
+    missing = [r for r in drops + accepts if not present(*r)]
+    if not missing:
+        return
+    for chain, rule in drops:
+        if not present(chain, rule):
+            subprocess.run(["iptables", "-w", "-I", chain, "1", *rule], check=True, capture_output=True)
+    # The exceptions go above every drop: delete and insert them again at the top.
+    for chain, rule in _our_rules(bridge):
+        if rule[-1] == "RETURN":
+            subprocess.run(["iptables", "-w", "-D", chain, *rule], check=True, capture_output=True)
+    for chain, rule in accepts:
+        subprocess.run(["iptables", "-w", "-I", chain, "1", *rule], check=True, capture_output=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -227,7 +348,7 @@ class Sandbox:
                 init=True,
                 name=f"aes-{uuid.uuid4().hex[:12]}",
                 labels=all_labels,
-                network_mode="bridge" if limits.network else "none",
+                network_mode=await asyncio.to_thread(egress_network, client) if limits.network else "none",
                 nano_cpus=int(limits.cpus * 1e9),
                 mem_limit=f"{limits.memory_mb}m",
                 memswap_limit=f"{limits.memory_mb}m",

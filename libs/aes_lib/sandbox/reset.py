@@ -35,7 +35,9 @@ import docker
 import docker.errors
 
 from aes_lib.bundle import Task
-from aes_lib.sandbox.container import MANAGED_LABEL, owner_labels
+from aes_lib.bundle.config import parse_task_toml
+from aes_lib.bundle.errors import BundleError
+from aes_lib.sandbox.container import MANAGED_LABEL, Limits, owner_labels
 from aes_lib.sandbox.images import BuildFailedError, ImageCache, build_image, referenced_domains
 from aes_lib.sandbox.trial import OracleAgent, run_trial
 
@@ -191,11 +193,19 @@ def _describe(path: str, a: Manifest, b: Manifest) -> str:
     return f"{path} ({', '.join(parts)})"
 
 
-def build_fresh(client: docker.DockerClient, context: str, timeout: float) -> str:
-    """Build ``context`` with the cache off; returns the image id."""
+def build_fresh(client: docker.DockerClient, context: str, timeout: float, limits: Limits | None = None) -> str:
+    """Build ``context`` with the cache off; returns the image id. ``limits``: those of the
+    task's builds (no network, its [environment] request capped by the default ``LimitCaps``);
+    None reads them from the task.toml beside ``context`` (defaults where there is none)."""
     # Unique (never the base image) and owned: the reaper removes it if this process dies mid-build.
     labels = {MANAGED_LABEL: "1", "aes.reset": uuid.uuid4().hex, **owner_labels()}
-    return build_image(client, Path(context), timeout, nocache=True, labels=labels)
+    if limits is None:
+        try:
+            toml = (Path(context).parent / "task.toml").read_text(encoding="utf-8")
+            limits = Limits.for_task(parse_task_toml(toml).environment)
+        except (OSError, ValueError, BundleError):
+            limits = Limits()
+    return build_image(client, Path(context), timeout, limits=limits, nocache=True, labels=labels)
 
 
 def _snapshot(client: docker.DockerClient, image: str, roots: tuple[str, ...]) -> Manifest:
