@@ -183,3 +183,24 @@ async def _until(bus: Bus, n: int, timeout: float = 30.0) -> list[DeadLetter]:
         while len(letters := await _letters(bus)) < n:
             await asyncio.sleep(0.1)
     return letters
+
+
+class SlowBeat(Flaky):
+    """Heartbeats every 0.3 s (ack_wait / 3) and a budget three beats long: the budget's deadline
+    is armed by the heartbeat timer, not at the start."""
+
+    ack_wait = 0.9
+    max_deliver = 1
+
+
+async def test_a_budget_longer_than_a_heartbeat_still_cancels_at_its_end(bus: Bus, fresh_nats: Settings) -> None:
+    import dataclasses
+
+    svc = SlowBeat(hang=99)
+    stop, task = await _serving(svc, dataclasses.replace(fresh_nats, budgets="flaky=1"))
+    await bus.publish(subjects.ASSIGNMENT, assignment(5))
+    letters = await _until(bus, 1)  # the handler sleeps 60 s: only the budget ends it
+    stop.set()
+    await task
+    assert letters[0].fault == "deadline" and "1s budget" in letters[0].error
+    assert svc.attempts["a-5"] == 1 and svc.done == []

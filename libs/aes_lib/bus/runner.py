@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import gc
 import logging
 import signal
 import traceback
@@ -86,8 +87,9 @@ def consumer_config(service: Service) -> ConsumerConfig:
 
 
 class _Runner:
-    def __init__(self, service: Service, bus: Bus, backoff: Backoff) -> None:
+    def __init__(self, service: Service, bus: Bus, backoff: Backoff, freeze_heap: bool = False) -> None:
         self.service = service
+        self.freeze_heap = freeze_heap
         self.bus = bus
         self.backoff = backoff
         self.stream = stream_for(service.subject)
@@ -100,6 +102,16 @@ class _Runner:
         await self.bus.js.add_consumer(self.stream, consumer_config(svc))
         sub = await self.bus.js.pull_subscribe_bind(durable=svc.name, stream=self.stream)
         await svc.setup(self.bus)
+        if self.freeze_heap:
+            # In a process of its own, what exists now (modules, settings, the handler's indexes
+            # and models) lives as long as the process: take it out of the cyclic collector's
+            # full passes, which otherwise walk all of it every few thousand deliveries, pausing
+            # every handler in flight for ~25 ms on a loaded 2-core machine
+            # (bench/results/bus_bench.md). Reference counting still frees it as before. Not in
+            # a shared process (tests, the bench's own stages): its other objects would never
+            # be collected once they became cyclic garbage.
+            gc.collect()
+            gc.freeze()
         log.info("%s: consuming %s (stream %s), budget %gs per delivery", svc.name, svc.subject, self.stream,
                  self.budget)
         if on_ready is not None:
@@ -168,10 +180,14 @@ class _Runner:
                 await self.dead_letter(msg, "malformed", str(e))  # redelivery cannot fix a malformed message
                 return
             telemetry.handling(decoded.episode_id)  # this delivery's task only: contextvars are per task
-            heartbeat = asyncio.create_task(self._heartbeat(msg))
+            watch = _Watch(msg, svc.ack_wait / 3, self.budget)  # heartbeats, and arms the budget
             try:
-                async with asyncio.timeout(self.budget) as deadline:
-                    await svc.handle(decoded, self.bus)
+                async with asyncio.timeout(watch.arm_now) as deadline:
+                    watch.deadline = deadline
+                    try:
+                        await svc.handle(decoded, self.bus)
+                    finally:
+                        watch.deadline = None
             except Exception as e:
                 if isinstance(e, TimeoutError) and deadline.expired():
                     fault = "deadline"
@@ -192,19 +208,9 @@ class _Runner:
                     await self.health.publish()  # e.g. an I/O call now hung past its deadline
                 return
             finally:
-                heartbeat.cancel()
+                watch.stop()
             await msg.ack()
             self.health.settled()
-
-    async def _heartbeat(self, msg: Msg) -> None:
-        while True:
-            await asyncio.sleep(self.service.ack_wait / 3)
-            try:
-                await msg.in_progress()
-            except nats.errors.Error:
-                # Connection lost: the message will be redelivered; the handler's
-                # eventual ack fails the same way and is logged by ``guarded``.
-                return
 
     async def dead_letter(self, msg: Msg, fault: str, error: str) -> None:
         md = msg.metadata
@@ -236,6 +242,57 @@ class _Runner:
         await self.health.dead_lettered()
 
 
+class _Watch:
+    """One delivery's timer: an in-progress ack every ``beat`` seconds until ``stop``, and the
+    budget's deadline, armed on the delivery's ``asyncio.timeout`` once it falls before the
+    next beat (or at once, if it ends before the first).
+
+    Almost every handler finishes long before its first heartbeat is due: a heartbeat task
+    per delivery (created, started, cancelled) plus a budget timer on the timeout cost
+    4-6 us more CPU per delivery than this one ``call_later`` and its cancel, about a tenth
+    of the runner's own cost per delivery (bench/results/bus_bench.md). The guarantees are
+    the ones they gave: heartbeats from ``beat`` seconds on, until the delivery is settled or
+    the connection fails, and cancellation exactly at the budget's end."""
+
+    __slots__ = ("loop", "msg", "beat", "end", "arm_now", "deadline", "timer", "sending", "lost")
+
+    def __init__(self, msg: Msg, beat: float, budget: float) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.msg, self.beat, self.end = msg, beat, self.loop.time() + budget
+        self.arm_now: float | None = budget if budget <= beat else None
+        """The delay for ``asyncio.timeout``: the budget, when it ends before the first beat."""
+        self.deadline: asyncio.Timeout | None = None
+        """The handler's timeout while it runs (set and cleared by the runner)."""
+        self.sending: asyncio.Task[None] | None = None
+        self.lost = False
+        self.timer: asyncio.TimerHandle | None = self.loop.call_later(beat, self._due)
+
+    def _due(self) -> None:
+        if self.timer is None:  # stopped
+            return
+        self.timer = self.loop.call_later(self.beat, self._due)
+        deadline = self.deadline
+        if deadline is not None and deadline.when() is None and self.end - self.loop.time() <= self.beat:
+            deadline.reschedule(self.end)  # the budget ends before the next beat
+        if not self.lost and (self.sending is None or self.sending.done()):
+            self.sending = self.loop.create_task(self._progress())
+
+    async def _progress(self) -> None:
+        try:
+            await self.msg.in_progress()
+        except nats.errors.Error:
+            # Connection lost: the message will be redelivered; the handler's
+            # eventual ack fails the same way and is logged by ``guarded``.
+            self.lost = True
+
+    def stop(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if self.sending is not None:
+            self.sending.cancel()
+
+
 def _provenance(data: bytes) -> tuple[str, Lineage | None]:
     """Best-effort episode id and lineage of a message that may not decode."""
     try:
@@ -258,10 +315,12 @@ async def serve(
     stop: asyncio.Event,
     backoff: Backoff = Backoff(),
     on_ready: Callable[[], None] | None = None,
+    freeze_heap: bool = False,
 ) -> None:
     """Consume for ``service`` on an open bus until ``stop`` is set, then drain in-flight work.
-    ``on_ready`` is called once setup is done and the consumer is bound."""
-    await _Runner(service, bus, backoff).run(stop, on_ready)
+    ``on_ready`` is called once setup is done and the consumer is bound; ``freeze_heap`` (only
+    for a process of its own) exempts what setup left from the cyclic collector."""
+    await _Runner(service, bus, backoff, freeze_heap).run(stop, on_ready)
 
 
 async def run_service(
@@ -285,7 +344,8 @@ async def run_service(
             signals.append(sig)
     bus = await Bus.connect(settings, name=service.name)
     try:
-        await serve(service, bus, stop, backoff, on_ready)
+        # Without a stop event the service owns the process (its signals, so its heap too).
+        await serve(service, bus, stop, backoff, on_ready, freeze_heap=bool(signals))
     finally:
         try:
             await bus.close()
@@ -298,9 +358,10 @@ async def run_service(
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
-    """The event loop a service process runs on: uvloop's where it is installed (in three bench
-    runs a five-stage chain moved 1.12-1.24x the messages for 0.84-0.90x the CPU per message,
-    bench/results/bus_bench.md), else asyncio's."""
+    """The event loop a service process runs on: uvloop's where it is installed (in the bench a
+    five-stage chain of services used 0.86-0.93x the CPU per message, quiet and loaded, and the
+    same chain in raw nats-py moved 1.21-1.25x the messages, bench/results/bus_bench.md), else
+    asyncio's."""
     try:
         import uvloop
     except ImportError:  # e.g. on Windows, which uvloop does not support
