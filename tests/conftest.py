@@ -11,7 +11,8 @@
 - ``smollm2_folder``: the bundled SmolLM2 exported once as a transformers folder (what
   the learner trains and the torch engine serves).
 - ``tiny_model``: SmolLM2's architecture and tokenizer at toy size with random weights.
-- ``images``: an ``ImageCache`` on the local Docker engine (per module).
+- ``docker_client``, ``images``: the local Docker engine (with aes-base:latest) and an
+  ``ImageCache`` on it (per module).
 
 ``tests/replay`` (the replay model server) is importable from every test folder.
 """
@@ -96,19 +97,25 @@ def _stop(proc: subprocess.Popen) -> None:
 # --- NATS ------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def images():
-    """An ``ImageCache`` on the local Docker engine (which must hold aes-base:latest)."""
-    from aes_lib.sandbox import ImageCache
-
+@pytest.fixture(scope="session")
+def docker_client():
+    """The local Docker engine, which must hold aes-base:latest."""
     docker = pytest.importorskip("docker")
     try:
         client = docker.from_env()
         client.images.get("aes-base:latest")
     except docker.errors.DockerException as e:
         pytest.skip(f"needs a Docker engine with aes-base:latest: {e}")
-    yield ImageCache(client)
+    yield client
     client.close()
+
+
+@pytest.fixture(scope="module")
+def images(docker_client):
+    """An ``ImageCache`` on the local Docker engine (per module)."""
+    from aes_lib.sandbox import ImageCache
+
+    return ImageCache(docker_client)
 
 
 @pytest.fixture(scope="session")

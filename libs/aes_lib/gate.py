@@ -22,7 +22,7 @@ import logging
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from aes_proto import subjects
 from aes_proto.messages import Assignment, CandidateEnv, GateResult, Verdict
@@ -33,6 +33,9 @@ from aes_lib.bundle import BundleError, BundleLimits, Task, unpack
 from aes_lib.flywheel.config import FlywheelConfig
 from aes_lib.flywheel.revision import check_feedback, revision_assignment, sends_back
 from aes_lib.service import Context, Service
+
+if TYPE_CHECKING:
+    from aes_lib.sandbox import ImageCache, LimitCaps
 
 log = logging.getLogger(__name__)
 
@@ -131,3 +134,34 @@ class Gate(Service[CandidateEnv], abc.ABC):
         """The candidate's own bytes are bad: a permanent verdict."""
         return Judgement(Verdict(stage=self.stage, ok=False, reason="invalid_bundle", detail=detail))
 
+
+class SandboxGate(Gate):
+    """A gate that builds the task's image and runs it (the validator, the domain gates): one
+    candidate per replica at a time (it already runs containers; scale with replicas), an image
+    cache shared by its trials, and the leftovers of dead processes reaped when it starts."""
+
+    max_deliver = 5
+    ack_wait = 60.0
+    concurrency = 1
+
+    def __init__(self, images: "ImageCache | None" = None, caps: "LimitCaps | None" = None,
+                 limits: BundleLimits = BundleLimits()) -> None:
+        self.images = images
+        self.caps = caps
+        """Resource caps of its containers (None: the sandbox's defaults)."""
+        self.limits = limits
+
+    async def setup(self, ctx: Context) -> None:
+        import docker
+
+        from aes_lib.sandbox import ImageCache, reap_async
+
+        if self.images is None:
+            self.images = ImageCache(await asyncio.to_thread(docker.from_env))
+        try:
+            removed = await reap_async(self.images.client)
+        except docker.errors.DockerException as e:  # cleanup is best effort: never a reason not to start
+            log.warning("could not reap leftovers of dead processes: %s", e)
+        else:
+            if removed:
+                log.info("reaped %d containers and images left by dead processes", len(removed))

@@ -10,49 +10,25 @@ those logs.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-
-import docker
 
 from aes_proto import subjects
 from aes_proto.messages import CandidateEnv, ValidationResult, Verdict
 
 from aes_lib import faults
-from aes_lib.bundle import BundleLimits, Task
-from aes_lib.gate import Gate, Judgement
-from aes_lib.sandbox import ImageCache, LimitCaps, ValidationReport, reap_async, validate_task
+from aes_lib.bundle import Task
+from aes_lib.gate import Judgement, SandboxGate
+from aes_lib.sandbox import ValidationReport, validate_task
 from aes_lib.service import Context
 
 log = logging.getLogger(__name__)
 
 
-class ValidatorService(Gate):
+class ValidatorService(SandboxGate):
     stage = "validate"
     name = "validator"
-    max_deliver = 5
-    ack_wait = 60.0
     budget = 3600.0
     """A cold build may take up to the 1800 s build cap, then two trials."""
-    concurrency = 1
-    """One candidate per replica at a time (it already runs two containers): scale with replicas."""
-
-    def __init__(self, images: ImageCache | None = None, caps: LimitCaps | None = None,
-                 limits: BundleLimits = BundleLimits()) -> None:
-        self.images = images
-        self.caps = caps
-        self.limits = limits
-
-    async def setup(self, ctx: Context) -> None:
-        if self.images is None:
-            self.images = ImageCache(await asyncio.to_thread(docker.from_env))
-        try:
-            removed = await reap_async(self.images.client)
-        except docker.errors.DockerException as e:  # cleanup is best effort: never a reason not to start
-            log.warning("could not reap leftovers of dead processes: %s", e)
-        else:
-            if removed:
-                log.info("reaped %d containers and images left by dead processes", len(removed))
 
     async def judge(self, task: Task, candidate: CandidateEnv, ctx: Context) -> Judgement:
         assert self.images is not None, "setup() not run"

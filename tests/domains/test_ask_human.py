@@ -25,7 +25,7 @@ from aes_lib.domains.ask_human.hil import UnknownSettingError, derive, setting_o
 from aes_lib.domains.ask_human.tool import (CANNOT_HELP, AskHumanSession, ask_f1, keyword_match, parse_question,
                                             shaped_reward)
 from aes_lib.models import ChatClient
-from aes_lib.sandbox import VERIFIER_TEMPLATE, ImageCache, validate_task
+from aes_lib.sandbox import VERIFIER_TEMPLATE
 
 SEEDS = {p.name: p for p in DOMAIN.seeds}
 PAYOUTS = SEEDS["reconcile-payouts"]

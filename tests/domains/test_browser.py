@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 import shutil
 import tomllib
-import uuid
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ from aes_lib.bundle import Task
 from aes_lib.domains import registry
 from aes_lib.domains.browser import APP_URL, DOMAIN
 from aes_lib.domains.browser.gate import BrowserGate
-from aes_lib.sandbox import VERIFIER_TEMPLATE, ImageCache, Limits, Sandbox, validate_task
+from aes_lib.sandbox import VERIFIER_TEMPLATE, Limits, Sandbox
 from aes_lib.sandbox.trial import start_services
 
 SEEDS = {p.name: p for p in DOMAIN.seeds}

@@ -14,7 +14,7 @@ from aes_lib.bundle import Task
 from aes_lib.domains import get
 from aes_lib.domains.swe import DOMAIN
 from aes_lib.domains.swe.gate import SweGate
-from aes_lib.sandbox import VERIFIER_TEMPLATE, ImageCache, validate_task
+from aes_lib.sandbox import VERIFIER_TEMPLATE
 
 SEEDS = {p.name: p for p in DOMAIN.seeds}
 

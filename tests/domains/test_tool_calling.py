@@ -17,7 +17,7 @@ from aes_lib.bundle import Task
 from aes_lib.domains import get
 from aes_lib.domains.tool_calling import DOMAIN, SERVICE_PATH
 from aes_lib.domains.tool_calling.gate import ToolCallingGate
-from aes_lib.sandbox import VERIFIER_TEMPLATE, ImageCache, Limits, Sandbox, validate_task
+from aes_lib.sandbox import VERIFIER_TEMPLATE, Limits, Sandbox
 from aes_lib.sandbox.trial import start_services
 
 SEEDS = {p.name: p for p in DOMAIN.seeds}

@@ -1,4 +1,4 @@
-"""Docker fixtures for sandbox tests, and the fixture tasks under ``tasks/``."""
+"""Fixtures for sandbox tests (the Docker engine is the root conftest's), and the fixture tasks under ``tasks/``."""
 
 from __future__ import annotations
 
@@ -12,18 +12,6 @@ import pytest
 collect_ignore = ["tasks"]  # the fixture tasks' own test_*.py run inside containers only
 
 TASKS = Path(__file__).parent / "tasks"
-
-
-@pytest.fixture(scope="session")
-def docker_client():
-    docker = pytest.importorskip("docker")
-    try:
-        client = docker.from_env()
-        client.images.get("aes-base:latest")
-    except docker.errors.DockerException as e:
-        pytest.skip(f"needs a Docker engine with aes-base:latest: {e}")
-    yield client
-    client.close()
 
 
 @pytest.fixture

@@ -10,14 +10,9 @@ from pathlib import Path
 import pytest
 
 from aes_lib.bundle import Task
-from aes_lib.sandbox import ImageCache, validate_task
+from aes_lib.sandbox import validate_task
 
 pytestmark = pytest.mark.docker
-
-
-@pytest.fixture
-def images(docker_client) -> ImageCache:
-    return ImageCache(docker_client)
 
 
 @pytest.fixture

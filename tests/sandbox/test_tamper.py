@@ -77,11 +77,6 @@ TEST_SH = {"pytest shadowed on PATH": BY_NAME, "/etc/profile.d": _with_header("s
            "~/.bashrc": _with_header("source ~/.bashrc")}
 
 
-@pytest.fixture
-def images(docker_client) -> ImageCache:
-    return ImageCache(docker_client)
-
-
 @pytest.mark.parametrize("way", list(TAMPERS))
 async def test_tampering_reference_solution_is_oracle_failed(way, make_task, images, test_label) -> None:
     files = {"solution/solve.sh": "#!/bin/bash\n" + TAMPERS[way]}

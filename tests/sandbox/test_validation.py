@@ -8,17 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from aes_lib.sandbox import AgentOutcome, ImageCache, NopAgent, OracleAgent, Sandbox, run_trial, validate_task
+from aes_lib.sandbox import AgentOutcome, NopAgent, OracleAgent, Sandbox, run_trial, validate_task
 from aes_lib.bundle import Task
 
 pytestmark = pytest.mark.docker
 
 TOML = (Path(__file__).parent / "tasks" / "echo" / "task.toml").read_text()
-
-
-@pytest.fixture
-def images(docker_client) -> ImageCache:
-    return ImageCache(docker_client)
 
 
 async def test_good_task_is_admitted(make_task, images, test_label) -> None:

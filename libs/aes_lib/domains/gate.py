@@ -13,23 +13,18 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import logging
 import shlex
 from typing import ClassVar
 
-import docker
-
 from aes_proto.messages import CandidateEnv, Verdict
 
-from aes_lib.bundle import BundleLimits, Task
+from aes_lib.bundle import Task
 from aes_lib.domains.registry import domain_name
-from aes_lib.gate import Gate, Judgement
-from aes_lib.sandbox import ImageCache, LimitCaps, Limits, NopAgent, Sandbox, run_trial
+from aes_lib.gate import Judgement, SandboxGate
+from aes_lib.sandbox import ImageCache, Limits, NopAgent, Sandbox, run_trial
 from aes_lib.sandbox.images import FROM_LINE, BuildFailedError, gpu_engine
 from aes_lib.sandbox.trial import start_services
 from aes_lib.service import Context
-
-log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,26 +35,12 @@ class DomainReport:
     logs: str = ""
 
 
-class DomainGate(Gate):
+class DomainGate(SandboxGate):
     """Subclass with ``stage = "<domain name>"``; override ``check`` and/or ``probe``."""
 
-    max_deliver = 5
-    ack_wait = 60.0
     budget = 1800.0
-    concurrency = 1
-    """It builds and runs containers, like the validator: scale with replicas."""
     not_sent_back: ClassVar[frozenset[str]] = frozenset()
     """Reasons that are not the candidate's fault (beyond ``needs_gpu``): never sent back."""
-
-    def __init__(self, images: ImageCache | None = None, caps: LimitCaps | None = None,
-                 limits: BundleLimits = BundleLimits()) -> None:
-        self.images = images
-        self.caps = caps
-        self.limits = limits
-
-    async def setup(self, ctx: Context) -> None:
-        if self.images is None:
-            self.images = ImageCache(await asyncio.to_thread(docker.from_env))
 
     def check(self, task: Task) -> Verdict | None:
         """The domain's rules on the task's files; a failing verdict, or None to go on."""
