@@ -19,7 +19,7 @@ from typing import ClassVar
 from aes_proto.messages import CandidateEnv, Verdict
 
 from aes_lib.bundle import Task
-from aes_lib.domains.registry import domain_name
+from aes_lib.domains.registry import domain_name, domain_of
 from aes_lib.gate import Judgement, SandboxGate
 from aes_lib.sandbox import ImageCache, Limits, NopAgent, Sandbox, run_trial
 from aes_lib.sandbox.images import FROM_LINE, BuildFailedError, gpu_engine
@@ -115,15 +115,17 @@ class DomainGate(SandboxGate):
             image = await images.build(task)
         except BuildFailedError as e:
             return DomainReport(self.verdict(False, "build_failed", str(e)), e.log)
-        env = task.config.environment
-        async with Sandbox.start(image, Limits.for_task(env, self.caps), client=images.client, labels=labels,
-                                 env=env.env, workdir=env.workdir) as sb:
-            started = await start_services(sb, task)
-            if started is not None and started.exit_code != 0:
-                return DomainReport(self.verdict(False, "startup_failed", f"startup exited {started.exit_code}"),
-                                    started.output)
-            if (v := await self.probe(task, sb)) is not None:
-                return DomainReport(v)
+        # A container only when there is something to check in it: the domain's startup or a probe.
+        if domain_of(task).startup or type(self).probe is not DomainGate.probe:
+            env = task.config.environment
+            async with Sandbox.start(image, Limits.for_task(env, self.caps), client=images.client, labels=labels,
+                                     env=env.env, workdir=env.workdir) as sb:
+                started = await start_services(sb, task)
+                if started is not None and started.exit_code != 0:
+                    return DomainReport(self.verdict(False, "startup_failed", f"startup exited {started.exit_code}"),
+                                        started.output)
+                if (v := await self.probe(task, sb)) is not None:
+                    return DomainReport(v)
         nop = await run_trial(task, NopAgent(), images, image=image, caps=self.caps, labels=labels)
         if nop.reward != 0.0:
             return DomainReport(self.verdict(False, "nop_earns_reward",
