@@ -11,6 +11,8 @@ import pytest
 import aes_lib.contamination.index as index_module
 from aes_lib.contamination import HeldoutTask, NgramIndex, tokens
 
+from test_gates_contamination import _reference
+
 SEPARATORS = [" ", "  ", ", ", "\n", "`/", "!? ", "...", "\t", "-", "(", ") "]
 
 
@@ -23,18 +25,6 @@ def _both(heldout: list[HeldoutTask]) -> tuple[NgramIndex, NgramIndex]:
     assert fast._probe is not None and slow._probe is None
     assert fast.to_bytes() == slow.to_bytes()
     return fast, slow
-
-
-def _reference(heldout: list[HeldoutTask], text: str, n: int = 13) -> tuple[int, str, str] | None:
-    """The plain definition: the first window of ``text`` in a dict of held-out n-token tuples."""
-    table: dict[tuple[str, ...], str] = {}
-    for t in heldout:
-        ws = tokens(t.instruction)
-        for i in range(len(ws) - n + 1):
-            table.setdefault(tuple(ws[i : i + n]), t.id)
-    ws = tokens(text)
-    return next(((i, " ".join(ws[i : i + n]), table[w]) for i in range(len(ws) - n + 1)
-                 if (w := tuple(ws[i : i + n])) in table), None)
 
 
 def _assert_same(heldout: list[HeldoutTask], texts: list[str]) -> None:
