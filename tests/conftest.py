@@ -110,6 +110,31 @@ def docker_client():
     client.close()
 
 
+@pytest.fixture
+def test_label(docker_client) -> Iterator[dict[str, str]]:
+    """A label unique to the test; afterwards no container or network carrying it may remain."""
+    labels = {"aes.test": f"sandbox-{uuid.uuid4().hex[:8]}"}
+    yield labels
+    where = {"label": f"aes.test={labels['aes.test']}"}
+    left = docker_client.containers.list(all=True, filters=where)
+    for c in left:
+        c.remove(force=True)
+    networks = docker_client.networks.list(filters=where)
+    for n in networks:
+        n.remove()
+    assert not left and not networks, f"left behind: {[c.name for c in left]} {[n.name for n in networks]}"
+
+
+@pytest.fixture(scope="session")
+def harbor() -> Path:
+    """Harbor's ``harbor`` executable (the task format's reference implementation, in the venv
+    ``make harbor`` creates, as ``make test`` does); a missing install fails the test, never skips it."""
+    path = Path(__file__).resolve().parents[1] / ".venv-harbor" / "bin" / "harbor"
+    if not path.is_file():
+        pytest.fail(f"{path} missing: run `make harbor`")
+    return path
+
+
 @pytest.fixture(scope="module")
 def images(docker_client):
     """An ``ImageCache`` on the local Docker engine (per module)."""

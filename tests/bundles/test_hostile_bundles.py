@@ -287,8 +287,8 @@ def test_extra_fields_load_with_warnings(tmp_path: Path, case: str, text: str, e
 
 
 def test_harbor_features_not_run_here_are_named() -> None:
-    separate = unpack_text(TOML.replace("[verifier]\n", "[verifier]\nenvironment_mode = \"separate\"\n"))
-    assert separate.config.unsupported() == ['[verifier] environment_mode = "separate" is not run by this sandbox yet']
+    steps = unpack_text(TOML + '\n[[steps]]\nname = "one"\n')
+    assert steps.config.unsupported() == ["[[steps]] (a multi-step task, 1 steps) are not run by this sandbox yet"]
     public = unpack_text(TOML + "network_mode = \"public\"\n")
     assert public.config.environment.allow_internet is True and public.config.unsupported() == []
 

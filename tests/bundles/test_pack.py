@@ -93,7 +93,9 @@ def test_oversize_file_on_disk_is_refused(task_dir: Path) -> None:
 
 def test_compose_environment_is_a_valid_bundle(task_dir: Path) -> None:
     (task_dir / "environment" / "Dockerfile").rename(task_dir / "environment" / "docker-compose.yaml")
-    assert Task.load(task_dir).name == "aes-fixtures/echo"
+    (task_dir / "environment" / "docker-compose.yaml").write_text("services:\n  cache: {image: aes-base:latest}\n")
+    task = Task.load(task_dir)
+    assert task.name == "aes-fixtures/echo" and [s.name for s in task.compose.services] == ["cache"]
     (task_dir / "environment" / "docker-compose.yaml").unlink()
     with pytest.raises(MissingFileError, match="Dockerfile"):
         Task.load(task_dir)

@@ -154,7 +154,7 @@ def test_registry_style_task_loads_with_warnings() -> None:
     warnings = "\n".join(cfg.warnings())
     for text in ("task.format is not a Harbor 0.26 field", "task.workstream", "task.language",
                  "top-level version is Harbor's older name", "memory = '2G'", "mcp_servers (2) are not offered",
-                 "artifacts (2) are not collected", "healthcheck", "skills_dir", "gpu_types",
+                 "artifacts (2) are only carried to a separate verifier", "healthcheck", "skills_dir", "gpu_types",
                  "[verifier] user", "[agent] network_mode"):
         assert text in warnings
 
@@ -165,8 +165,6 @@ def test_gpu_types_and_gpus_parse() -> None:
 
 
 @pytest.mark.parametrize(("text", "needs"), [
-    ('[verifier]\nenvironment_mode = "separate"\n', '[verifier] environment_mode = "separate"'),
-    ('[verifier.environment]\ndocker_image = "x"\n', '[verifier] environment_mode = "separate"'),
     ('[[steps]]\nname = "one"\n[[steps]]\nname = "two"\n', "[[steps]] (a multi-step task, 2 steps)"),
     ('[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = ["pypi.org"]\n', 'network_mode = "allowlist"'),
     ('[environment]\nos = "Windows"\n', 'os = "windows"'),

@@ -1,10 +1,11 @@
-"""Fixtures for sandbox tests (the Docker engine is the root conftest's), and the fixture tasks under ``tasks/``."""
+"""Fixtures for sandbox tests (the Docker engine and ``test_label`` are the root conftest's), and the fixture
+tasks under ``tasks/``."""
 
 from __future__ import annotations
 
 import shutil
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -12,17 +13,6 @@ import pytest
 collect_ignore = ["tasks"]  # the fixture tasks' own test_*.py run inside containers only
 
 TASKS = Path(__file__).parent / "tasks"
-
-
-@pytest.fixture
-def test_label(docker_client) -> Iterator[dict[str, str]]:
-    """A label unique to the test; afterwards no container carrying it may remain."""
-    labels = {"aes.test": f"sandbox-{uuid.uuid4().hex[:8]}"}
-    yield labels
-    left = docker_client.containers.list(all=True, filters={"label": f"aes.test={labels['aes.test']}"})
-    for c in left:
-        c.remove(force=True)
-    assert not left, f"containers left behind: {[c.name for c in left]}"
 
 
 @pytest.fixture

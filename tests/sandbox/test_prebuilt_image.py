@@ -66,9 +66,8 @@ async def test_absent_image_falls_back_to_the_dockerfile(make_task, images, test
 async def test_harbor_features_not_run_here_are_unsupported(make_task, images, test_label) -> None:
     root = make_task()
     toml = root / "task.toml"
-    toml.write_text(toml.read_text().replace("[verifier]\n", '[verifier]\nenvironment_mode = "separate"\n')
-                    + "\n[task_extra]\nworkstream = \"x\"\n")
+    toml.write_text(toml.read_text() + '\n[[steps]]\nname = "one"\n\n[task_extra]\nworkstream = "x"\n')
     r = await validate_task(root, images, labels=test_label)
     assert (r.ok, r.reason) == (False, "unsupported")
-    assert r.detail == 'unsupported: [verifier] environment_mode = "separate" is not run by this sandbox yet'
+    assert r.detail == "unsupported: [[steps]] (a multi-step task, 1 steps) are not run by this sandbox yet"
     assert r.warnings == ("task.toml: task_extra is not a Harbor 0.26 field (kept, ignored)",)

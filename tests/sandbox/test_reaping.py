@@ -20,7 +20,8 @@ import pytest
 
 from aes_lib.bundle import Task
 from aes_lib.sandbox import ImageCache, Limits, Sandbox, reap
-from aes_lib.sandbox.container import MANAGED_LABEL, OWNER_HOST_LABEL, OWNER_PID_LABEL, owner_labels
+from aes_lib.sandbox.container import (MANAGED_LABEL, OWNER_HOST_LABEL, OWNER_PID_LABEL, SERVICES_NETWORK_LABEL,
+                                      owner_labels)
 
 pytestmark = pytest.mark.docker
 IMAGE = "aes-base:latest"
@@ -161,3 +162,23 @@ async def test_kill_all_ends_a_fork_bomb_at_the_pid_limit(docker_client, test_la
     assert len(full.output.split()) > 30
     assert set(left.output.split()) == KEPT
     assert forks.output.strip() == "forked"
+
+
+def test_reaper_removes_services_networks_of_dead_owners_only(docker_client, monkeypatch) -> None:
+    host = f"test-{uuid.uuid4().hex[:8]}"
+    monkeypatch.setattr(socket, "gethostname", lambda: host)
+    base = {**owner_labels(), SERVICES_NETWORK_LABEL: "1"}
+    nets = {
+        "dead": docker_client.networks.create(f"aes-net-test-{uuid.uuid4().hex[:8]}", internal=True,
+                                              labels={**base, OWNER_PID_LABEL: str(_dead_pid())}),
+        "live": docker_client.networks.create(f"aes-net-test-{uuid.uuid4().hex[:8]}", internal=True, labels=base),
+    }
+    try:
+        removed = reap(docker_client)
+        assert nets["dead"].name in removed and nets["live"].name not in removed
+        assert [n.name for n in docker_client.networks.list(names=[nets["live"].name])] == [nets["live"].name]
+        assert docker_client.networks.list(names=[nets["dead"].name]) == []
+    finally:
+        for n in nets.values():
+            with contextlib.suppress(docker.errors.NotFound):
+                n.remove()

@@ -2,6 +2,7 @@
 (sha256 = env_id), and unpack an untrusted archive safely."""
 
 from aes_lib.bundle.archive import PackedBundle, pack, unpack
+from aes_lib.bundle.compose import ComposeSpec, InvalidComposeError
 from aes_lib.bundle.config import (
     AgentConfig,
     Author,
@@ -31,9 +32,9 @@ from aes_lib.bundle.errors import (
 from aes_lib.bundle.task import BundleLimits, Task
 
 __all__ = [
-    "AgentConfig", "ArchiveTooLargeError", "Author", "BundleError", "BundleLimits",
+    "AgentConfig", "ArchiveTooLargeError", "Author", "BundleError", "BundleLimits", "ComposeSpec",
     "CorruptArchiveError", "DecompressionBombError", "EmptyInstructionError",
-    "EnvironmentConfig", "FileTooLargeError", "InstructionEncodingError", "InvalidFieldError",
+    "EnvironmentConfig", "FileTooLargeError", "InstructionEncodingError", "InvalidComposeError", "InvalidFieldError",
     "LinkEscapeError", "MissingFileError", "PackedBundle", "SolutionConfig", "SpecialFileError",
     "Task", "TaskConfig", "TaskInfo", "TomlSyntaxError", "UnknownFieldError", "UnsafePathError",
     "VerifierConfig", "pack", "parse_task_toml", "unpack",

@@ -9,8 +9,7 @@ What Harbor accepts is accepted here, with three kinds of difference:
   resources, environment variable names, an absolute ``workdir``, a known value of every
   enumerated field. Wrong types raise :class:`InvalidFieldError` (a string for a number is not
   converted); a file that is not TOML raises :class:`TomlSyntaxError`.
-- Harbor features this sandbox does not run yet (a separate verifier container, multi-step
-  tasks, network allow-lists, collect hooks, TPUs, Windows containers) parse fine;
+- Harbor features this sandbox does not run yet (multi-step tasks, network allow-lists, collect hooks, TPUs, Windows containers) parse fine;
   :meth:`TaskConfig.unsupported` names those a task needs, and validation answers
   ``unsupported`` for it. Features that only help an agent or a report (MCP servers,
   artifacts, skills, healthchecks, per-phase network overrides) are accepted and noted in
@@ -125,7 +124,8 @@ class MCPServerConfig(_Section, frozen=True):
 
 class ArtifactConfig(_Section, frozen=True):
     """One entry of ``artifacts``: a path collected from the container after the run (Harbor).
-    Not collected here (a warning says so)."""
+    Carried into a separate verifier's container at its own path; ``destination`` (a path on
+    Harbor's host) and ``exclude`` are not applied."""
 
     source: str
     destination: str | None = None
@@ -203,7 +203,8 @@ class VerifierConfig(_PhaseNetwork, frozen=True):
     environment_mode: Literal["shared", "separate"] | None = None
     """``shared`` (the verifier sees the agent's final files; this sandbox runs it in a fresh
     container of the same image, see ``aes_lib.sandbox.verifier``) or ``separate`` (its own
-    image: ``unsupported`` here). None: ``separate`` when ``environment`` is set, else shared."""
+    image, and only the artifacts: ``aes_lib.sandbox.artifacts``). None: ``separate`` when
+    ``environment`` is set, else shared."""
     environment: EnvironmentConfig | None = None
     """The separate verifier's container."""
     collect: tuple[VerifierCollectConfig, ...] = ()
@@ -274,7 +275,8 @@ class TaskConfig(_Section, frozen=True):
         env = self.environment
         ignored = [
             (bool(env.mcp_servers), f"[environment] mcp_servers ({len(env.mcp_servers)}) are not offered to agents by this sandbox"),
-            (bool(self.artifacts), f"artifacts ({len(self.artifacts)}) are not collected by this sandbox"),
+            (bool(self.artifacts) and not self.verifier.separate,
+             f"artifacts ({len(self.artifacts)}) are only carried to a separate verifier; this task's is shared"),
             (env.skills_dir is not None, "[environment] skills_dir is not copied for agents by this sandbox"),
             (env.healthcheck is not None, "[environment.healthcheck] is not run by this sandbox"),
             (bool(env.gpu_types), "[environment] gpu_types is not matched: any GPU of the engine is used"),
@@ -290,8 +292,6 @@ class TaskConfig(_Section, frozen=True):
     def unsupported(self) -> list[str]:
         """What the task needs that this sandbox does not run yet, one line each (empty: nothing)."""
         env, out = self.environment, []
-        if self.verifier.separate:
-            out.append('[verifier] environment_mode = "separate" is not run by this sandbox yet')
         if self.verifier.collect:
             out.append("[[verifier.collect]] hooks are not run by this sandbox yet")
         if self.steps:

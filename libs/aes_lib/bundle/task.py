@@ -8,6 +8,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+from aes_lib.bundle.compose import ComposeSpec, load_compose
 from aes_lib.bundle.config import TaskConfig, parse_task_toml
 from aes_lib.bundle.errors import (
     ArchiveTooLargeError,
@@ -50,8 +51,9 @@ class Task:
         ├── instruction.md          what the agent is asked to do (UTF-8, non-empty)
         ├── task.toml               TaskConfig: timeouts, resources, metadata
         ├── environment/
-        │   └── Dockerfile          (or docker-compose.yaml) the agent's container; optional
-        │                           with [environment] docker_image
+        │   ├── Dockerfile          the agent's container (``main``); optional with
+        │   │                       [environment] docker_image
+        │   └── docker-compose.yaml optional: services beside main (``ComposeSpec``)
         ├── solution/
         │   └── solve.sh            reference solution, run by the oracle agent
         └── tests/
@@ -63,6 +65,8 @@ class Task:
     root: Path
     config: TaskConfig
     instruction: str
+    compose: ComposeSpec | None = None
+    """The services of environment/docker-compose.yaml beside the main container, if any."""
 
     @classmethod
     def load(cls, root: str | Path, limits: BundleLimits = BundleLimits()) -> "Task":
@@ -82,7 +86,7 @@ class Task:
         instruction = _read_text(root / "instruction.md", "instruction.md")
         if not instruction.strip():
             raise EmptyInstructionError("instruction.md is empty")
-        return cls(root=root, config=config, instruction=instruction)
+        return cls(root=root, config=config, instruction=instruction, compose=load_compose(root / "environment"))
 
     @property
     def name(self) -> str:
@@ -91,8 +95,9 @@ class Task:
 
     @property
     def warnings(self) -> list[str]:
-        """task.toml's fields kept but not applied (see ``TaskConfig.warnings``)."""
-        return self.config.warnings()
+        """task.toml's fields kept but not applied (see ``TaskConfig.warnings``), and the
+        compose file's."""
+        return self.config.warnings() + list(self.compose.warnings if self.compose else ())
 
     @property
     def environment_dir(self) -> Path:

@@ -271,6 +271,16 @@ def _copy_limited(stream, dest: IO[bytes], max_bytes: int, what: str) -> None:
         dest.write(chunk)
 
 
+def join_network(client: docker.DockerClient, network: str | None, alias: str | None,
+                 fallback: str | None) -> dict:
+    """``containers.run`` arguments that put a container on ``network`` as ``alias``, else on
+    ``fallback`` (the egress network), else on none."""
+    if network is None:
+        return {"network_mode": fallback or "none"}
+    endpoint = client.api.create_endpoint_config(aliases=[alias] if alias else None)
+    return {"network": network, "networking_config": {network: endpoint}}
+
+
 def dir_entry(name: str) -> tarfile.TarInfo:
     """A root-owned 0755 directory's tar header."""
     info = tarfile.TarInfo(name)
@@ -283,6 +293,11 @@ def add_dir(tar: tarfile.TarFile, local: Path, prefix: str) -> None:
     tar.addfile(dir_entry(prefix))
     for path in sorted(local.rglob("*")):
         tar.add(path, arcname=f"{prefix}/{path.relative_to(local)}", recursive=False)
+
+
+SERVICES_NETWORK_LABEL = "aes.services"
+"""Marks a trial's network of compose services (``aes_lib.sandbox.services``); the reaper
+removes those of dead owners."""
 
 
 def owner_labels() -> dict[str, str]:
@@ -335,9 +350,14 @@ class Sandbox:
         env: Mapping[str, str] | None = None,
         workdir: str | None = None,
         max_output: int = 1 << 20,
+        network: str | None = None,
+        alias: str | None = None,
     ) -> AsyncIterator["Sandbox"]:
+        """``network``: an internal network of the task's services (``aes_lib.sandbox.services``)
+        to join, as ``alias`` there; the egress network is added only under ``limits.network``."""
         client = client or docker.from_env()
         all_labels = {**owner_labels(), **(labels or {})}
+        egress = await asyncio.to_thread(egress_network, client) if limits.network else None
         try:
             container = await asyncio.to_thread(
                 client.containers.run,
@@ -348,7 +368,7 @@ class Sandbox:
                 init=True,
                 name=f"aes-{uuid.uuid4().hex[:12]}",
                 labels=all_labels,
-                network_mode=await asyncio.to_thread(egress_network, client) if limits.network else "none",
+                **join_network(client, network, alias, egress),
                 nano_cpus=int(limits.cpus * 1e9),
                 mem_limit=f"{limits.memory_mb}m",
                 memswap_limit=f"{limits.memory_mb}m",
@@ -359,6 +379,8 @@ class Sandbox:
                 device_requests=[docker.types.DeviceRequest(count=limits.gpus, capabilities=[["gpu"]])]
                 if limits.gpus else None,
             )
+            if network and egress:
+                await asyncio.to_thread(client.networks.get(egress).connect, container)
         except docker.errors.DockerException as e:
             raise SandboxError(f"cannot start a container from {image}: {e}") from e
         sb = cls(client, container, workdir, max_output)

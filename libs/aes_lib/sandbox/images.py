@@ -17,6 +17,7 @@ from pathlib import Path
 
 import docker
 import docker.errors
+import msgspec
 import docker.utils
 from docker.api.build import process_dockerfile
 import requests.exceptions
@@ -24,6 +25,8 @@ import urllib3.exceptions
 
 from aes_lib import telemetry
 from aes_lib.bundle import Task
+from aes_lib.bundle.compose import Service
+from aes_lib.bundle.config import EnvironmentConfig
 from aes_lib.bundle.task import walk
 from aes_lib.config import Settings
 from aes_lib.domains.base import Domain
@@ -113,23 +116,60 @@ class ImageCache:
         self._locks: dict[str, asyncio.Lock] = {}
 
     async def build(self, task: Task) -> str:
-        env = task.config.environment
-        dockerfile = task.environment_dir / "Dockerfile"
+        """The image of the task's agent container (``docker_image`` or environment/Dockerfile),
+        after every other image its trials use (compose services, a separate verifier's): a
+        build failure of any of them is the task's, reported here."""
+        main = await self._main(task)
+        for service in task.compose.services if task.compose else ():
+            await self.service_image(task, service)
+        if task.config.verifier.separate:
+            await self.verifier_image(task)
+        return main
+
+    async def _main(self, task: Task) -> str:
+        return await self.build_folder(task.name, task.config.environment, task.environment_dir)
+
+    async def service_image(self, task: Task, service: Service) -> str:
+        """A compose service's image: its ``image``, or its build folder under the task's limits."""
+        if service.build is None:
+            assert service.image
+            return await self.existing(service.image)
+        env = msgspec.structs.replace(task.config.environment, docker_image=None)
+        return await self.build_folder(f"{task.name} service {service.name}", env, task.environment_dir / service.build)
+
+    async def verifier_image(self, task: Task) -> tuple[str, bool]:
+        """The image of a separate verifier (Harbor's precedence: ``[verifier.environment]
+        docker_image``, then tests/Dockerfile, then the task's own image) and whether it holds
+        the tests itself."""
+        venv = task.config.verifier.environment
+        if venv is not None and venv.docker_image:
+            return await self.existing(venv.docker_image), True
+        if (task.tests_dir / "Dockerfile").is_file():
+            cfg = venv or task.config.environment
+            return await self.build_folder(task.name, msgspec.structs.replace(cfg, docker_image=None),
+                                           task.tests_dir), True
+        return await self._main(task), False
+
+    async def build_folder(self, name: str, env: EnvironmentConfig, context: Path) -> str:
+        """``env.docker_image`` if set (and present or pullable), else the image of
+        ``context``/Dockerfile, built under ``env``'s limits unless an image of the same
+        content exists."""
+        dockerfile = context / "Dockerfile"
         if env.docker_image:
             # As in Harbor, a prebuilt image is preferred to the Dockerfile. Offline, an image
             # that is neither local nor pullable falls back to the Dockerfile when there is one
             # (what Harbor's --force-build would run).
             try:
-                return await self._existing(env.docker_image)
+                return await self.existing(env.docker_image)
             except BuildFailedError as e:
                 if not dockerfile.is_file():
                     raise
-                logger.warning("%s: %s; building environment/Dockerfile instead", task.name, e)
+                logger.warning("%s: %s; building %s instead", name, e, dockerfile)
         if not dockerfile.is_file():
-            raise BuildFailedError("only environment/Dockerfile is supported (no docker-compose.yaml)")
+            raise BuildFailedError(f"{context.name}/Dockerfile is missing (and no docker_image is set)")
         # A task on a domain's image is rebuilt when that image's recipe changes.
         domain_ids = [await self.domain_image(d) for d in referenced_domains(dockerfile)]
-        tag = f"{IMAGE_REPO}:{_tag_hash(environment_hash(task.environment_dir), domain_ids)}"
+        tag = f"{IMAGE_REPO}:{_tag_hash(environment_hash(context), domain_ids)}"
         lock = self._locks.setdefault(tag, asyncio.Lock())
         with telemetry.tracer().start_as_current_span("image build", attributes={"aes.image": tag}) as span:
             async with lock:  # concurrent validations of one environment share one build
@@ -138,7 +178,7 @@ class ImageCache:
                 if not cached:
                     timeout = min(env.build_timeout_sec, self.max_build_timeout)
                     limits = Limits.for_task(env, self.caps)
-                    await asyncio.to_thread(self._build, task.environment_dir, tag, timeout, limits)
+                    await asyncio.to_thread(self._build, context, tag, timeout, limits)
         return tag
 
     async def domain_image(self, domain: Domain) -> str:
@@ -164,7 +204,7 @@ class ImageCache:
         except docker.errors.ImageNotFound:
             return False
 
-    async def _existing(self, image: str) -> str:
+    async def existing(self, image: str) -> str:
         """``image`` when present locally or pulled within ``PULL_TIMEOUT`` seconds."""
         try:
             if await self._present(image):

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 import docker
 import docker.errors
 
-from aes_lib.sandbox.container import MANAGED_LABEL, OWNER_HOST_LABEL, OWNER_PID_LABEL
+from aes_lib.sandbox.container import MANAGED_LABEL, OWNER_HOST_LABEL, OWNER_PID_LABEL, SERVICES_NETWORK_LABEL
 
 BASE_LABEL = "aes.base.hash"
 """Set on aes-base:latest by deploy/build_base_image.sh; every image built on it inherits it."""
@@ -82,6 +82,18 @@ def _reap_containers(client: docker.DockerClient, host: str) -> list[str]:
     return removed
 
 
+def _reap_networks(client: docker.DockerClient, host: str) -> list[str]:
+    removed = []
+    for net in client.networks.list(filters={"label": f"{SERVICES_NETWORK_LABEL}=1"}):
+        if _dead_here(_owner(net.attrs.get("Labels")), host):
+            try:
+                net.remove()
+                removed.append(net.name)
+            except docker.errors.NotFound:
+                pass
+    return removed
+
+
 def _reap_images(client: docker.DockerClient, host: str, grace: float) -> list[str]:
     removed = []
     for img in client.api.images(filters={"label": f"{MANAGED_LABEL}=1"}):
@@ -98,15 +110,16 @@ def _reap_images(client: docker.DockerClient, host: str, grace: float) -> list[s
 
 
 def reap(client: docker.DockerClient | None = None, grace: float = DANGLING_GRACE_SEC) -> list[str]:
-    """Remove this host's managed containers and images whose owner pid is gone, then dangling
+    """Remove this host's managed containers, services networks and images whose owner pid is
+    gone, then dangling
     images of our builds that no live owner claims and that are older than ``grace`` seconds.
 
     Returns the removed containers' names and images' ids (``sha256:...``).
     """
     client = client or docker.from_env()
     host = socket.gethostname()
-    removed = _reap_containers(client, host)  # first: their images are then no longer in use
-    return removed + _reap_images(client, host, grace)
+    removed = _reap_containers(client, host)  # first: their images and networks are then unused
+    return removed + _reap_networks(client, host) + _reap_images(client, host, grace)
 
 
 async def reap_async(client: docker.DockerClient | None = None, grace: float = DANGLING_GRACE_SEC) -> list[str]:

@@ -22,10 +22,12 @@ from typing import Protocol, TypeVar
 
 from aes_lib import telemetry
 from aes_lib.bundle import Task
+from aes_lib.bundle.compose import MAIN
 from aes_lib.domains import domain_of
-from aes_lib.sandbox import verifier
+from aes_lib.sandbox import artifacts, verifier
 from aes_lib.sandbox.container import ExecResult, LimitCaps, Limits, Sandbox, SandboxError
 from aes_lib.sandbox.images import ImageCache
+from aes_lib.sandbox.services import task_services
 
 DEFAULT_AGENT_TIMEOUT = 600.0
 """Agent seconds for a task whose [agent].timeout_sec is unset."""
@@ -164,18 +166,36 @@ async def _trial(task: Task, agent: Agent, images: ImageCache, *, image: str | N
     t0 = time.monotonic()
     image = image or await images.build(task)
     env = task.config.environment
-    async with contextlib.AsyncExitStack() as stack:
-        sb, fresh = await _all(*(
-            stack.enter_async_context(Sandbox.start(image, Limits.for_task(env, caps), client=images.client,
-                                                    labels=labels, env=env.env, workdir=env.workdir))
-            for _ in ("agent", "verifier")
-        ))
-        try:
-            outcome, result, json_bytes, txt_bytes = await _agent_then_verifier(sb, fresh, task, agent)
-        except SandboxError as e:  # e.g. the agent stopped its own container
-            return TrialResult(reward=0.0, metrics={}, agent=AgentOutcome(output=str(e)),
-                               verifier=ExecResult(exit_code=None, output=""), error=f"sandbox failed: {e}",
-                               seconds=time.monotonic() - t0)
+    separate = None
+    if task.config.verifier.separate:
+        v_image, bundled = await images.verifier_image(task)
+        separate = artifacts.VerifierImage(v_image, task.config.verifier.environment or env, bundled)
+    v_image, v_env = (separate.image, separate.environment) if separate else (image, env)
+    limits = Limits.for_task(env, caps)
+    # Variables compose gives main, under task.toml's own.
+    main_env = {**(task.compose.main_environment if task.compose else {}), **env.env}
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            # A compose task's services, on a network of this trial's own; a separate verifier
+            # is not on it (only the artifacts reach it).
+            net = await stack.enter_async_context(task_services(task, images, limits, labels))
+            sb, fresh = await _all(*(
+                stack.enter_async_context(Sandbox.start(img, lim, client=images.client, labels=labels, env=vars_,
+                                                        workdir=cfg.workdir, network=n, alias=a))
+                for img, cfg, vars_, lim, n, a in (
+                    (image, env, main_env, limits, net, MAIN),
+                    (v_image, v_env, v_env.env if separate else main_env, Limits.for_task(v_env, caps),
+                     None if separate else net, None))
+            ))
+            if separate:
+                outcome, result, json_bytes, txt_bytes = await _agent_then_separate_verifier(
+                    sb, fresh, task, agent, separate.bundled_tests)
+            else:
+                outcome, result, json_bytes, txt_bytes = await _agent_then_verifier(sb, fresh, task, agent)
+    except SandboxError as e:  # e.g. the agent stopped its own container, a service failed
+        return TrialResult(reward=0.0, metrics={}, agent=AgentOutcome(output=str(e)),
+                           verifier=ExecResult(exit_code=None, output=""), error=f"sandbox failed: {e}",
+                           seconds=time.monotonic() - t0)
     try:
         reward, metrics = parse_reward(json_bytes, txt_bytes)
         error = ""
@@ -202,11 +222,24 @@ async def _agent_then_verifier(
         pristine = await survey
         # The agent's container is gone before the tests start: none of its processes reach them.
         await _all(sb.close(), verifier.restore(fresh, pristine, snap, task.tests_dir))
+    return (outcome, *await _verify(fresh, task, {"HOME": pristine.home}))
+
+
+async def _agent_then_separate_verifier(
+    sb: Sandbox, fresh: Sandbox, task: Task, agent: Agent, bundled_tests: bool
+) -> tuple[AgentOutcome, ExecResult, bytes | None, bytes | None]:
+    outcome = await _start_services(sb, task) or await _agent_turn(sb, task, agent)
+    await sb.kill_all()
+    carried = await artifacts.collect(sb, artifacts.artifact_paths(task))
+    await _all(sb.close(), artifacts.place(fresh, carried, None if bundled_tests else task.tests_dir))
+    return (outcome, *await _verify(fresh, task, {}))
+
+
+async def _verify(fresh: Sandbox, task: Task, env: dict[str, str]) -> tuple[ExecResult, bytes | None, bytes | None]:
     cfg = task.config.verifier
-    result = await fresh.exec("bash /tests/test.sh", timeout=cfg.timeout_sec, user=0,
-                              env={"HOME": pristine.home, **cfg.env})
+    result = await fresh.exec("bash /tests/test.sh", timeout=cfg.timeout_sec, user=0, env={**env, **cfg.env})
     files = await fresh.get_files(VERIFIER_DIR)
-    return outcome, result, files.get("reward.json"), files.get("reward.txt")
+    return result, files.get("reward.json"), files.get("reward.txt")
 
 
 async def start_services(sb: Sandbox, task: Task) -> ExecResult | None:
