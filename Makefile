@@ -21,7 +21,7 @@ DEMO    := AES_ASSIGNMENTS_PER_ROUND=$${AES_ASSIGNMENTS_PER_ROUND:-1} \
            AES_TRAINING_GROUPS_PER_WAVE=$${AES_TRAINING_GROUPS_PER_WAVE:-1} \
            AES_LEARNER_GROUPS_PER_BATCH=$${AES_LEARNER_GROUPS_PER_BATCH:-1}
 
-.PHONY: install infra run down test test-fast bench chaos clean settings-doc lock wheel compose-up compose-down
+.PHONY: install infra harbor run down test test-fast bench chaos clean settings-doc lock wheel compose-up compose-down
 
 install: $(STAMP)
 
@@ -46,16 +46,21 @@ infra:
 	bash deploy/install_docker.sh
 	bash deploy/build_base_image.sh
 
+# Harbor, the task format's reference implementation (Python >= 3.12), in its own venv:
+# tests/harbor compare its verdicts with ours and run `aes pool export` output under it.
+harbor: install
+	bash deploy/install_harbor.sh
+
 run: install infra
 	$(DEMO) $(AES) run --rounds $(ROUNDS) --through-gates $(GATES)
 
 down:
 	-$(AES) down
 
-test: install infra
+test: install infra harbor
 	$(BIN)/pytest -q -ra
 
-test-fast: install infra
+test-fast: install infra harbor
 	$(BIN)/pytest -q -ra -m "not slow"
 
 bench: install infra

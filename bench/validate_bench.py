@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import dataclasses
 import datetime
 import os
@@ -59,6 +60,8 @@ class Row:
     floor_cold: float = 0.0
     ours_cold: float = 0.0
     floor_warm: float = 0.0
+    floor_separate: float = 0.0
+    """Warm, the verifier in a container of its own (``separate_floor``)."""
     ours_warm: float = 0.0
     harbor: float | None = None
     harbor_rewards: str = ""
@@ -102,6 +105,51 @@ def floor_runs(task: Task, image: str, work: Path) -> None:
         p.communicate()
 
 
+# The agent's changed files, as our verifier carries them (without its checks): everything on
+# the container's own filesystem whose ctime is newer than the container's start.
+_CHANGED = ("find / -xdev \\( -path /proc -o -path /sys -o -path /dev \\) -prune -o -newerct @{since} -print0"
+            " | tar --null --no-recursion -cf - -T - 2>/dev/null; true")
+
+
+def _docker(*args: str, stdin=None) -> str:
+    return subprocess.run(["docker", *args], input=stdin, capture_output=True, check=True).stdout.decode()
+
+
+def separate_floor_trial(task: Task, image: str, agent: str) -> float:
+    """One trial as our validator runs it, with nothing but the docker CLI: an agent's container
+    and a verifier's container from the image; solve.sh in the first (oracle); its changed files
+    carried into the second; the tests run there; both removed."""
+    run = ["run", "-d", "--network", "none", "--memory", "1024m", "--cpus", "1", image, "sleep", "infinity"]
+    a, v = (_docker(*run).strip() for _ in range(2))
+    try:
+        since = _docker("exec", a, "date", "+%s").strip()
+        if agent == "oracle":
+            _docker("cp", str(task.solution_dir), f"{a}:/solution")
+            subprocess.run(["docker", "exec", a, "bash", "/solution/solve.sh"], capture_output=True)
+        changes = subprocess.run(["docker", "exec", a, "sh", "-c", _CHANGED.format(since=since)],
+                                 capture_output=True, check=True).stdout
+        # Docker's own mounts (/etc/hosts...) refuse to be replaced: ignored, as our carry skips them.
+        _docker("exec", "-i", v, "sh", "-c", "tar -xf - -C / 2>/dev/null; true", stdin=changes)
+        _docker("cp", str(task.tests_dir), f"{v}:/tests")
+        return float(_docker("exec", v, "bash", "-c", "mkdir -p /logs/verifier; bash /tests/test.sh >/dev/null 2>&1; "
+                             "cat /logs/verifier/reward.txt"))
+    finally:
+        _docker("rm", "-f", a, v)
+
+
+def separate_floor(task: Task, image: str) -> float:
+    """Oracle and nop trials of ``separate_floor_trial``, concurrently (image present); the
+    oracle must score 1 there too, or the floor would not be doing the work."""
+    t0 = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        oracle, nop = (f.result() for f in [pool.submit(separate_floor_trial, task, image, agent)
+                                            for agent in ("oracle", "nop")])
+    seconds = time.monotonic() - t0
+    if oracle != 1.0:
+        raise RuntimeError(f"{task.name}: the own-container floor's oracle scored {oracle} (nop {nop})")
+    return seconds
+
+
 def floor(task: Task, build: bool) -> float:
     t0 = time.monotonic()
     if build:
@@ -123,6 +171,7 @@ async def per_task(paths: list[Path], client: docker.DockerClient, harbor: bool)
         remove_image(client, ours_tag)
         row.floor_cold = floor(task, build=True)
         row.floor_warm = floor(task, build=False)
+        row.floor_separate = separate_floor(task, FLOOR_TAG)
         remove_image(client, FLOOR_TAG)
         t0 = time.monotonic()
         report = await validate_task(path, images)
@@ -133,10 +182,9 @@ async def per_task(paths: list[Path], client: docker.DockerClient, harbor: bool)
         row.ours_warm = time.monotonic() - t0
         if harbor and report.ok:
             with tempfile.TemporaryDirectory(prefix="aes-harbor-") as work:
-                oracle = harbor_compat.harbor_trial(path, "oracle", Path(work))
-                nop = harbor_compat.harbor_trial(path, "nop", Path(work))
+                oracle, nop = harbor_compat.harbor_trials(path, Path(work))
             row.harbor = oracle.seconds + nop.seconds
-            row.harbor_rewards = f"{oracle.reward} / {nop.reward}" + (
+            row.harbor_rewards = f"{harbor_compat.reward(oracle)} / {harbor_compat.reward(nop)}" + (
                 "" if harbor_compat.compatible(oracle, nop) else " INCOMPATIBLE")
         print(f"{row.task}: {row.reason} floor {row.floor_cold:.1f}s aes {row.ours_cold:.1f}s harbor {row.harbor}", flush=True)
         rows.append(row)
@@ -184,26 +232,31 @@ def render(rows: list[Row], scaling: dict[int, float], n_candidates: int, harbor
         "## Per task: aes validator against the raw Docker floor and Harbor's CLI", "",
         "Cold: the task's image absent (build + oracle + nop). Warm: image present (two trials only).",
         "Floor: `docker build` + two `docker run` (oracle: solve.sh then test.sh; nop: test.sh) concurrently, via the",
-        "docker CLI. Harbor: `harbor run -a oracle` then `harbor run -a nop` (it builds on each run).", "",
+        "docker CLI: the tests run in the container the solution ran in. Own-container floor (warm): the same two",
+        "trials as our validator runs them, with the docker CLI alone: an agent's and a verifier's container each,",
+        "the agent's changed files carried across by `find -newerct | tar` (no checks), the tests in the second.",
+        "Harbor: `harbor run -a oracle` then `harbor run -a nop` (it builds on each run).", "",
         "| task | verdict | floor cold s | aes cold s | aes/floor | floor warm s | aes warm s | aes/floor | "
-        "harbor s | harbor/aes cold | harbor oracle / nop |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "own-container floor warm s | aes/own-container floor | harbor s | harbor/aes cold | harbor oracle / nop |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         h = f"{r.harbor:.1f}" if r.harbor is not None else "-"
         lines.append(
             f"| {r.task} | {r.reason} | {r.floor_cold:.1f} | {r.ours_cold:.1f} | {ratio(r.ours_cold, r.floor_cold)} | "
-            f"{r.floor_warm:.1f} | {r.ours_warm:.1f} | {ratio(r.ours_warm, r.floor_warm)} | {h} | "
+            f"{r.floor_warm:.1f} | {r.ours_warm:.1f} | {ratio(r.ours_warm, r.floor_warm)} | "
+            f"{r.floor_separate:.1f} | {ratio(r.ours_warm, r.floor_separate)} | {h} | "
             f"{ratio(r.harbor, r.ours_cold) if r.harbor is not None else '-'} | {r.harbor_rewards or '-'} |"
         )
-    tot = {k: sum(getattr(r, k) for r in rows) for k in ("floor_cold", "ours_cold", "floor_warm", "ours_warm")}
+    tot = {k: sum(getattr(r, k) for r in rows)
+           for k in ("floor_cold", "ours_cold", "floor_warm", "ours_warm", "floor_separate")}
     hrows = [r for r in rows if r.harbor is not None]
     h_tot = sum(r.harbor for r in hrows)
     h_ours = sum(r.ours_cold for r in hrows)
     lines.append(
         f"| **total** | | {tot['floor_cold']:.1f} | {tot['ours_cold']:.1f} | {ratio(tot['ours_cold'], tot['floor_cold'])} | "
         f"{tot['floor_warm']:.1f} | {tot['ours_warm']:.1f} | {ratio(tot['ours_warm'], tot['floor_warm'])} | "
-        f"{h_tot:.1f} | {ratio(h_tot, h_ours) if hrows else '-'} | |"
+        f"{tot['floor_separate']:.1f} | {ratio(tot['ours_warm'], tot['floor_separate'])} | {h_tot:.1f} | {ratio(h_tot, h_ours) if hrows else '-'} | |"
     )
     lines += ["", harbor_note, "", "## Validator service replicas", "",
               f"{n_candidates} candidates published at once over a real nats-server; N `aes service` processes "
@@ -220,7 +273,7 @@ async def main_async(args: argparse.Namespace) -> str:
     load = os.getloadavg()[0]
     client = docker.from_env()
     paths = task_dirs(args.tasks)
-    reason = "" if args.no_harbor else harbor_compat.unavailable()
+    reason = "" if args.no_harbor or harbor_compat.HARBOR.is_file() else f"{harbor_compat.HARBOR} missing"
     harbor = not args.no_harbor and not reason
     rows = await per_task(paths, client, harbor)
     # Other processes share the machine: take the best of a few interleaved rounds.
@@ -239,13 +292,20 @@ async def main_async(args: argparse.Namespace) -> str:
     return render(rows, scaling, args.candidates, note, args.repeats, load, [q.name for q in quick])
 
 
+def _at_least_one(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: at least 1 round is needed for a best-of figure")
+    return value
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tasks", type=int, default=4, help="how many seed tasks (default 4)")
     ap.add_argument("--candidates", type=int, default=8, help="candidates for the replica runs (default 8)")
     ap.add_argument("--replicas", default="1,2,4", help="replica counts (default 1,2,4)")
     ap.add_argument("--replica-tasks", type=int, default=4, help="quickest tasks cycled in the replica runs (default 4)")
-    ap.add_argument("--repeats", type=int, default=2, help="rounds of replica runs; the best counts (default 2)")
+    ap.add_argument("--repeats", type=_at_least_one, default=2, help="rounds of replica runs; the best counts (default 2)")
     ap.add_argument("--no-harbor", action="store_true", help="skip Harbor's CLI")
     args = ap.parse_args()
     report = asyncio.run(main_async(args))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -13,16 +12,12 @@ from pathlib import Path
 from aes_proto import subjects
 from aes_proto.messages import PoolEvent
 
-from aes_lib.bundle import Task, pack, unpack
+from aes_lib.bundle import Task, harbor_dataset, pack, unpack
 from aes_lib.bundle.imported import ImportedNetwork, as_imported, dataset_tasks
 from aes_lib.domains import domain_name
 from aes_lib.domains.terminal import SEEDS_DIR
 from aes_proto.records import PoolEntry
 from aes_lib.flywheel.runners.pool_store import PoolStore
-
-REGISTRY_FILE = "registry.json"
-"""Dataset index written by ``export``: one record per task directory."""
-
 
 class SeedsNotFoundError(FileNotFoundError):
     """The seeds folder holds no task directory (one with a task.toml)."""
@@ -92,7 +87,7 @@ async def validate_dataset(root: Path, images, scratch: Path, *, jobs: int = 1,
         async with sem:
             folder = await asyncio.to_thread(as_imported, source, scratch / str(i), network)
             say = (lambda line: progress(source, line)) if progress else None
-            report = await validate_in_domain(folder, images, progress=say)
+            report = await validate_in_domain(folder, images, caps=images.caps, progress=say)
         return ImportedTask(source, folder, report)
 
     tasks = await asyncio.gather(*(one(i, d) for i, d in enumerate(found.dirs)))
@@ -102,20 +97,25 @@ async def validate_dataset(root: Path, images, scratch: Path, *, jobs: int = 1,
 _UNSAFE_NAME = re.compile(r"[^-_.A-Za-z0-9]")
 
 
-def export(entries: Sequence[PoolEntry], blobs, dest: Path) -> Path:
-    """Write the pool as a Harbor dataset: ``dest/<task>/`` per environment (a task
-    directory ``harbor run -p`` accepts) and ``dest/registry.json`` listing them."""
+def export(entries: Sequence[PoolEntry], blobs, dest: Path, name: str = "aes/pool") -> Path:
+    """Write the pool as a Harbor dataset called ``name``: ``dest/<task>/`` per environment (a
+    task directory ``harbor run -p`` accepts) and Harbor's manifest ``dest/dataset.toml``
+    pinning each by its content digest, with the pool's record of each in its metadata."""
     dest.mkdir(parents=True, exist_ok=True)
     if any(dest.iterdir()):
         raise FileExistsError(f"{dest}: export needs an empty or new directory")
-    records = []
+    tasks = []
     for e in entries:
         tmp = dest / f".{e.env_id}"
         task = unpack(blobs.get_bytes(e.bundle), tmp)
-        name = _UNSAFE_NAME.sub("_", (task.name or e.env_id).split("/")[-1])
-        folder = f"{name}-{e.env_id[:8]}"
+        short = _UNSAFE_NAME.sub("_", (task.name or e.env_id).split("/")[-1])
+        folder = f"{short}-{e.env_id[:8]}"
         tmp.rename(dest / folder)
-        records.append({"name": task.name, "path": folder, "env_id": e.env_id, "category": e.category,
-                        "source": e.source, "mean_reward": e.mean_reward, "round": e.round})
-    (dest / REGISTRY_FILE).write_text(json.dumps({"tasks": records}, indent=2) + "\n")
-    return dest / REGISTRY_FILE
+        task_name = task.name if task.name and harbor_dataset.valid_name(task.name) else f"aes/{folder}"
+        tasks.append(harbor_dataset.DatasetTask(
+            name=task_name, folder=folder, digest=harbor_dataset.content_digest(dest / folder),
+            info={"env_id": e.env_id, "domain": e.domain, "category": e.category, "source": e.source,
+                  "mean_reward": e.mean_reward, "round": e.round}))
+    manifest = dest / harbor_dataset.MANIFEST
+    manifest.write_text(harbor_dataset.manifest_text(name, tasks, f"{len(tasks)} environments exported by aes"))
+    return manifest

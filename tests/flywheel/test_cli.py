@@ -1,11 +1,12 @@
 """``aes pool seed|list|export``, ``aes status`` and ``aes report`` as subprocesses against a real bus."""
 
-import json
+import tomllib
 
 from aes_proto import subjects
 from aes_proto.messages import CalibrationResult, Lineage, PoolEvent, Verdict
 
 from aes_lib.bundle import Task
+from aes_lib.bundle.harbor_dataset import content_digest
 from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
 from aes_ops.seeding import seed_dirs
 
@@ -25,11 +26,14 @@ async def test_seed_is_idempotent_and_export_writes_a_harbor_dataset(fresh_nats,
 
     out = tmp_path / "dataset"
     await aes(fresh_nats, "pool", "export", str(out))
-    registry = json.loads((out / "registry.json").read_text())["tasks"]
-    assert len(registry) == n and {r["env_id"] for r in registry} == set(idx.active)
-    for r in registry:
-        task = Task.load(out / r["path"])  # a complete, checked Harbor task directory
-        assert task.name == r["name"] and (task.solution_dir / "solve.sh").is_file()
+    manifest = tomllib.loads((out / "dataset.toml").read_text())
+    assert manifest["dataset"]["name"] == "aes/pool" and len(manifest["tasks"]) == n
+    records = manifest["metadata"]["aes"]
+    assert {r["env_id"] for r in records} == set(idx.active)
+    for ref, r in zip(manifest["tasks"], records):
+        task = Task.load(out / r["folder"])  # a complete, checked Harbor task directory
+        assert task.name == ref["name"] == r["name"] and (task.solution_dir / "solve.sh").is_file()
+        assert ref["digest"] == content_digest(out / r["folder"])
 
 
 async def test_status_and_report_read_the_result_streams(fresh_nats, bus, tmp_path):

@@ -15,8 +15,6 @@ from aes_lib.sandbox import VERIFIER_TEMPLATE, ImageCache, validate_task
 
 ROOT = Path(__file__).resolve().parents[2]
 SEEDS_DIR = ROOT / "seeds"
-# Harbor needs Python >= 3.12, so it lives in its own (git-ignored) venv when installed.
-HARBOR_PYTHON = ROOT / ".venv-harbor" / "bin" / "python"
 SEEDS = sorted(p.name for p in SEEDS_DIR.iterdir() if (p / "task.toml").is_file())
 # Build steps must not reach a registry or a package index: the sandbox builds with no network.
 NETWORK_COMMANDS = re.compile(r"\b(apt-get|apt|pip3?|curl|wget|git\s+clone|npm|uv)\b")
@@ -78,8 +76,7 @@ def test_solution_does_not_peek_at_tests(seed):
             assert "/tests" not in path.read_text(), path
 
 
-@pytest.mark.skipif(not HARBOR_PYTHON.exists(), reason="Harbor's venv (.venv-harbor) is not installed")
-def test_harbor_reads_every_task_toml():
+def test_harbor_reads_every_task_toml(harbor):
     # Harbor's own TaskConfig must accept each file unchanged (field names, schema_version).
     script = (
         "import sys, pathlib; from harbor.models.task.config import TaskConfig\n"
@@ -87,7 +84,7 @@ def test_harbor_reads_every_task_toml():
         "    c = TaskConfig.model_validate_toml((pathlib.Path(d) / 'task.toml').read_text())\n"
         "    print(d, c.task.name, c.environment.network_mode.value)\n"
     )
-    result = subprocess.run([str(HARBOR_PYTHON), "-c", script, *(str(SEEDS_DIR / s) for s in SEEDS)],
+    result = subprocess.run([str(harbor.parent / "python"), "-c", script, *(str(SEEDS_DIR / s) for s in SEEDS)],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     parsed = [line.split() for line in result.stdout.splitlines()]

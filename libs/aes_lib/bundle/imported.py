@@ -23,7 +23,8 @@ from aes_lib.bundle.config import grant_network, leaves_network_unset
 ImportedNetwork = Literal["off", "harbor"]
 MANIFESTS = ("registry.json",)
 """Dataset indexes read besides the folder listing: Harbor's registry format (a list of
-datasets, each with ``tasks[].path``) or ``aes pool export``'s (``{"tasks": [{"path"}]}``)."""
+datasets, each with ``tasks[].path``). A ``dataset.toml`` (what ``aes pool export`` writes) names
+tasks by ``org/name`` and digest, not by folder: its tasks are the folders one level down."""
 
 
 @dataclasses.dataclass(frozen=True)

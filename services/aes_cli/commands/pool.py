@@ -22,6 +22,7 @@ from aes_lib.domains import get as get_domain
 from aes_lib.flywheel.config import FlywheelConfig
 from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
 from aes_lib.sandbox import ImageCache
+from aes_lib.sandbox.container import LimitCaps
 from aes_ops.seeding import SEEDS_DIR, ImportedTask, export, seed_dirs, seed_pool, validate_dataset
 
 
@@ -64,7 +65,8 @@ def _seed_from(args: argparse.Namespace) -> int:
         raise CommandError(f"{root}: no task folders (with task.toml) in it or one level down")
     with tempfile.TemporaryDirectory(prefix="aes-import-") as scratch:
         with Progress("import", total=STEPS * count) as progress:
-            images = ImageCache(docker.from_env())
+            # Imported tasks: the network their task.toml asks for where the operator allows it.
+            images = ImageCache(docker.from_env(), caps=LimitCaps(allow_network=True))
             tasks, skipped = asyncio.run(validate_dataset(
                 root, images, Path(scratch), jobs=args.jobs, network=network,
                 progress=lambda src, line: progress.step(f"{src.name}: {line}")))
@@ -124,8 +126,9 @@ def _review(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     async def go(bus, store):
         entries = await store.active_entries()
-        registry = await asyncio.to_thread(export, entries, bus.blobs, args.dir)
-        print(f"exported {len(entries)} tasks to {args.dir} (index: {registry})")
+        manifest = await asyncio.to_thread(export, entries, bus.blobs, args.dir, args.name)
+        print(f"exported {len(entries)} tasks to {args.dir} (Harbor dataset {args.name}: {manifest}); "
+              f"run them with: harbor run -p {args.dir} -a oracle")
     asyncio.run(_with_bus(go))
     return 0
 
@@ -150,6 +153,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--fresh", type=int, default=0, help="new assignments to plan besides replacements")
     r.add_argument("--no-rerun", action="store_true", help="plan only, without rerunning the solver")
     r.set_defaults(func=_review)
-    e = ps.add_parser("export", help="write the pool as a Harbor dataset (task dirs + registry.json)")
+    e = ps.add_parser("export", help="write the pool as a Harbor dataset (task folders + dataset.toml)")
     e.add_argument("dir", type=Path)
+    e.add_argument("--name", default="aes/pool", help="the dataset's org/name in dataset.toml (default aes/pool)")
     e.set_defaults(func=_export)

@@ -18,6 +18,7 @@ from aes_lib.bundle.imported import ImportedNetwork, as_imported
 from aes_lib.config import Settings
 from aes_lib.domains.validation import validate_in_domain
 from aes_lib.sandbox import ImageCache, ValidationReport
+from aes_lib.sandbox.container import LimitCaps
 
 STEPS = 3
 """Progress steps per task: image built, oracle run, nop run (a domain's gate adds one)."""
@@ -54,7 +55,7 @@ async def _one(path: Path, images: ImageCache, sem: asyncio.Semaphore, progress:
             if root is not None:
                 if imported is not None:
                     root = await asyncio.to_thread(as_imported, root, Path(tmp) / "imported", imported)
-                report = await validate_in_domain(root, images, progress=step)
+                report = await validate_in_domain(root, images, caps=images.caps, progress=step)
     # A task that failed early skips its remaining steps.
     progress.step(f"{path.name}: {'pass' if report.ok else 'FAIL ' + report.reason}", advance=max(0, STEPS - seen))
     return report
@@ -66,7 +67,9 @@ async def validate_paths(paths: list[Path], jobs: int, progress: Progress,
     the network policy of imported tasks (None: they are treated as generated ones)."""
     import docker
 
-    images = ImageCache(await asyncio.to_thread(docker.from_env))
+    # Imported tasks may get the network their task.toml asks for, where the operator allows
+    # it (AES_SANDBOX_NETWORK=imported); generated ones never.
+    images = ImageCache(await asyncio.to_thread(docker.from_env), caps=LimitCaps(allow_network=imported is not None))
     sem = asyncio.Semaphore(max(1, jobs))
     return await asyncio.gather(*(_one(p, images, sem, progress, imported) for p in paths))
 
