@@ -105,31 +105,31 @@ def floor_runs(task: Task, image: str, work: Path) -> None:
         p.communicate()
 
 
-# The agent's changed files, as our verifier carries them (without its checks): everything on
-# the container's own filesystem whose ctime is newer than the container's start.
-_CHANGED = ("find / -xdev \\( -path /proc -o -path /sys -o -path /dev \\) -prune -o -newerct @{since} -print0"
-            " | tar --null --no-recursion -cf - -T - 2>/dev/null; true")
-
-
 def _docker(*args: str, stdin=None) -> str:
     return subprocess.run(["docker", *args], input=stdin, capture_output=True, check=True).stdout.decode()
 
 
 def separate_floor_trial(task: Task, image: str, agent: str) -> float:
     """One trial as our validator runs it, with nothing but the docker CLI: an agent's container
-    and a verifier's container from the image; solve.sh in the first (oracle); its changed files
-    carried into the second; the tests run there; both removed."""
+    and a verifier's container from the image; solve.sh in the first (oracle); what ``docker
+    diff`` reports it added, changed and deleted carried into the second (no checks); the tests
+    run there; both removed."""
     run = ["run", "-d", "--network", "none", "--memory", "1024m", "--cpus", "1", image, "sleep", "infinity"]
     a, v = (_docker(*run).strip() for _ in range(2))
     try:
-        since = _docker("exec", a, "date", "+%s").strip()
         if agent == "oracle":
             _docker("cp", str(task.solution_dir), f"{a}:/solution")
             subprocess.run(["docker", "exec", a, "bash", "/solution/solve.sh"], capture_output=True)
-        changes = subprocess.run(["docker", "exec", a, "sh", "-c", _CHANGED.format(since=since)],
-                                 capture_output=True, check=True).stdout
+        # What the agent added, changed and deleted, as Docker's own diff reports it.
+        diff = [line.split(" ", 1) for line in _docker("diff", a).splitlines()]
+        changed = "".join(f"{p}\n" for kind, p in diff if kind in "AC" and not p.startswith("/solution"))
+        archive = subprocess.run(["docker", "exec", "-i", a, "tar", "--no-recursion", "-cf", "-", "-T", "-"],
+                                 input=changed.encode(), capture_output=True).stdout
+        deleted = [p for kind, p in diff if kind == "D"]
+        if deleted:
+            _docker("exec", v, "rm", "-rf", "--", *deleted)
         # Docker's own mounts (/etc/hosts...) refuse to be replaced: ignored, as our carry skips them.
-        _docker("exec", "-i", v, "sh", "-c", "tar -xf - -C / 2>/dev/null; true", stdin=changes)
+        _docker("exec", "-i", v, "sh", "-c", "tar -xf - -C / 2>/dev/null; true", stdin=archive)
         _docker("cp", str(task.tests_dir), f"{v}:/tests")
         return float(_docker("exec", v, "bash", "-c", "mkdir -p /logs/verifier; bash /tests/test.sh >/dev/null 2>&1; "
                              "cat /logs/verifier/reward.txt"))
@@ -234,7 +234,7 @@ def render(rows: list[Row], scaling: dict[int, float], n_candidates: int, harbor
         "Floor: `docker build` + two `docker run` (oracle: solve.sh then test.sh; nop: test.sh) concurrently, via the",
         "docker CLI: the tests run in the container the solution ran in. Own-container floor (warm): the same two",
         "trials as our validator runs them, with the docker CLI alone: an agent's and a verifier's container each,",
-        "the agent's changed files carried across by `find -newerct | tar` (no checks), the tests in the second.",
+        "what `docker diff` says the agent added, changed and deleted carried across (no checks), the tests in the second.",
         "Harbor: `harbor run -a oracle` then `harbor run -a nop` (it builds on each run).", "",
         "| task | verdict | floor cold s | aes cold s | aes/floor | floor warm s | aes warm s | aes/floor | "
         "own-container floor warm s | aes/own-container floor | harbor s | harbor/aes cold | harbor oracle / nop |",
