@@ -73,22 +73,20 @@ async def test_services_are_reachable_by_name_the_host_is_not(docker_client, ima
     # test_label checks that no container and no network of the trial is left.
 
 
-async def test_a_service_that_dies_fails_the_trial_with_its_reason(images, test_label, tmp_path) -> None:
+@pytest.mark.parametrize(("db_line", "reason", "evidence"), [
+    # A service that dies fails the trial with its exit status (in the logs).
+    ('command: ["false"]', "oracle_failed", "service db exited with 1"),
+    # A compose file that reaches the host is a bad bundle, named by its key (in the detail).
+    ("volumes: ['/:/host']", "invalid_bundle", "services.db.volumes is refused in a sandbox (mounts reach the host)"),
+], ids=["service-dies", "hostile-mount"])
+async def test_a_broken_service_fails_validation_with_its_reason(images, test_label, tmp_path, db_line, reason,
+                                                                  evidence) -> None:
     root = copy_task("compose-app-db", tmp_path)
     compose = root / "environment" / "docker-compose.yaml"
-    compose.write_text(compose.read_text().replace("build: ./db", "build: ./db\n    command: [\"false\"]"))
+    compose.write_text(compose.read_text().replace("build: ./db", f"build: ./db\n    {db_line}"))
     report = await validate_task(root, images, labels=test_label)
-    assert (report.ok, report.reason) == (False, "oracle_failed")
-    assert "service db exited with 1" in report.logs
-
-
-async def test_a_hostile_compose_file_is_an_invalid_bundle(images, test_label, tmp_path) -> None:
-    root = copy_task("compose-app-db", tmp_path)
-    compose = root / "environment" / "docker-compose.yaml"
-    compose.write_text(compose.read_text().replace("build: ./db", "build: ./db\n    volumes: ['/:/host']"))
-    report = await validate_task(root, images, labels=test_label)
-    assert (report.ok, report.reason) == (False, "invalid_bundle")
-    assert "services.db.volumes is refused in a sandbox (mounts reach the host)" in report.detail
+    assert (report.ok, report.reason) == (False, reason)
+    assert evidence in report.logs + report.detail
 
 
 TAMPER = r"""
