@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from aes_lib.bundle import InvalidComposeError
 from aes_lib.bundle.compose import load_compose, parse_compose
@@ -90,3 +91,15 @@ def test_malformed_files_are_refused(tmp_path, text, message) -> None:
 def test_parse_takes_decoded_yaml(tmp_path) -> None:
     spec = parse_compose({"services": {"cache": {"image": "aes-base:latest", "user": 1000}}}, tmp_path)
     assert spec.services[0].user == "1000" and spec.main_depends_on == {}
+
+
+def test_an_alias_bomb_is_refused_without_expanding_it(tmp_path) -> None:
+    # Nine levels of nine aliases (9**9 strings if anything turned the nest into text), defined
+    # inside the very values the parser reads.
+    chain = ["&a0 [x, x, x, x, x, x, x, x, x]"] + [f"&a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
+    named = ", ".join(f"a{i}: {c}" for i, c in enumerate(chain))
+    for service in (f"{{image: x, environment: {{{named}}}}}", f"{{image: x, environment: [{', '.join(chain)}]}}",
+                    f"{{image: x, healthcheck: {{test: [CMD, {', '.join(chain)}]}}}}",
+                    f"{{image: x, healthcheck: {{{named}, test: [CMD, x], interval: *a8}}}}"):
+        with pytest.raises(InvalidComposeError):
+            parse_compose(yaml.safe_load(f"services:\n  s: {service}\n"), tmp_path)

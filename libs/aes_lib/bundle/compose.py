@@ -36,6 +36,9 @@ COMPOSE_FILE = "docker-compose.yaml"
 MAIN = "main"
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Only scalars are ever turned into text: str() of a YAML alias nest (a "billion laughs" list)
+# would expand it exponentially.
+_SCALAR = (str, int, float, bool)
 _READ = {"image", "build", "command", "entrypoint", "environment", "working_dir", "user", "depends_on",
          "healthcheck"}
 _MAIN_READ = {"depends_on", "environment"}
@@ -203,7 +206,9 @@ def _environment(value: Any, where: str, bad) -> dict[str, str]:
     if value is None:
         return {}
     if isinstance(value, list):
-        pairs = [str(v).split("=", 1) for v in value]
+        if not all(isinstance(v, str) for v in value):
+            raise bad(f"services.{where}.environment: expected NAME=value strings")
+        pairs = [v.split("=", 1) for v in value]
         value = {p[0]: p[1] if len(p) > 1 else "" for p in pairs}
     if not isinstance(value, dict):
         raise bad(f"services.{where}.environment: expected a mapping or a list of NAME=value")
@@ -211,6 +216,8 @@ def _environment(value: Any, where: str, bad) -> dict[str, str]:
     for k, v in value.items():
         if not isinstance(k, str) or not _ENV_NAME.match(k):
             raise bad(f"services.{where}.environment: {k!r} is not a variable name")
+        if v is not None and not isinstance(v, _SCALAR):
+            raise bad(f"services.{where}.environment.{k}: expected a string, number or boolean")
         out[k] = "" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
     return out
 
@@ -240,10 +247,13 @@ def _healthcheck(value: Any, where: str, bad) -> HealthCheck:
     test = value["test"]
     if isinstance(test, str):
         test = ["CMD-SHELL", test]
-    if not (isinstance(test, list) and len(test) >= 2 and test[0] in ("CMD", "CMD-SHELL")):
+    if not (isinstance(test, list) and len(test) >= 2 and test[0] in ("CMD", "CMD-SHELL")
+            and all(isinstance(t, _SCALAR) for t in test)):
         raise bad(f"services.{where}.healthcheck.test: expected [CMD, ...] or [CMD-SHELL, command]")
     argv = tuple(map(str, test[1:])) if test[0] == "CMD" else ("sh", "-c", " ".join(map(str, test[1:])))
     interval = value.get("interval", "1s")
+    if not isinstance(interval, _SCALAR):
+        raise bad(f"services.{where}.healthcheck.interval: expected a duration like 1s or 500ms")
     m = _DURATION.match(str(interval))
     if not m or not any(m.groups()):
         raise bad(f"services.{where}.healthcheck.interval: {interval!r} is not a duration like 1s or 500ms")
