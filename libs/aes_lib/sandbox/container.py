@@ -357,8 +357,8 @@ class Sandbox:
         to join, as ``alias`` there; the egress network is added only under ``limits.network``."""
         client = client or docker.from_env()
         all_labels = {**owner_labels(), **(labels or {})}
-        egress = await asyncio.to_thread(egress_network, client) if limits.network else None
         try:
+            egress = await asyncio.to_thread(egress_network, client) if limits.network else None
             container = await asyncio.to_thread(
                 client.containers.run,
                 image,
@@ -379,12 +379,15 @@ class Sandbox:
                 device_requests=[docker.types.DeviceRequest(count=limits.gpus, capabilities=[["gpu"]])]
                 if limits.gpus else None,
             )
-            if network and egress:
-                await asyncio.to_thread(client.networks.get(egress).connect, container)
         except docker.errors.DockerException as e:
             raise SandboxError(f"cannot start a container from {image}: {e}") from e
         sb = cls(client, container, workdir, max_output)
         try:
+            if network and egress:
+                try:
+                    await asyncio.to_thread(client.networks.get(egress).connect, container)
+                except docker.errors.DockerException as e:
+                    raise SandboxError(f"cannot connect a container of {image} to {egress}: {e}") from e
             yield sb
         finally:
             await sb.close()

@@ -44,8 +44,12 @@ async def task_services(task: Task, images: ImageCache, limits: Limits,
     client = images.client
     all_labels = {**owner_labels(), **(labels or {})}
     service_images = await asyncio.gather(*(images.service_image(task, s) for s in spec.services))
-    network = await asyncio.to_thread(client.networks.create, f"aes-net-{uuid.uuid4().hex[:12]}", driver="bridge",
-                                      internal=True, options=ISOLATED, labels={**all_labels, SERVICES_NETWORK_LABEL: "1"})
+    try:
+        network = await asyncio.to_thread(client.networks.create, f"aes-net-{uuid.uuid4().hex[:12]}", driver="bridge",
+                                          internal=True, options=ISOLATED,
+                                          labels={**all_labels, SERVICES_NETWORK_LABEL: "1"})
+    except docker.errors.DockerException as e:
+        raise SandboxError(f"cannot create the services' network: {e}") from e
     started = {}
     try:
         for service, image in zip(spec.services, service_images):
