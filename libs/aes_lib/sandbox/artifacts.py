@@ -6,16 +6,12 @@ task's ``artifacts`` names, copied out of the agent's container after its turn a
 the same paths in the verifier's. The copy is the agent's bytes, so only regular files and
 directories are kept, each below its own artifact path (no links, devices, or names that
 climb out), with modes reduced to 0755/0644: nothing else of the agent's container is seen.
-
-The verifier's image, as Harbor resolves it: ``[verifier.environment] docker_image`` (the
-image holds the tests), else ``tests/Dockerfile`` built with tests/ as its context (the image
-holds the tests), else the task's own image with tests/ copied to /tests.
+The verifier's image is chosen as Harbor does (``ImageCache.verifier_image``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import io
 import posixpath
 import tarfile
@@ -23,22 +19,13 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from aes_lib.bundle import Task
-from aes_lib.bundle.config import EnvironmentConfig
 from aes_lib.sandbox.container import Sandbox, SandboxError, add_dir, dir_entry
+from aes_lib.sandbox.verifier import Protected
 
 CONVENTION_DIR = "/logs/artifacts"
 """Where an agent leaves artifacts without the task naming them (Harbor's convention)."""
 MAX_ARTIFACT_BYTES = 256 << 20
 """Most bytes of artifacts carried into the verifier's container."""
-
-
-@dataclasses.dataclass(frozen=True)
-class VerifierImage:
-    image: str
-    environment: EnvironmentConfig
-    """Resources, env and workdir of the verifier's container."""
-    bundled_tests: bool
-    """The image holds the tests already (not copied to /tests)."""
 
 
 def artifact_paths(task: Task) -> list[str]:
@@ -52,9 +39,12 @@ def artifact_paths(task: Task) -> list[str]:
     return list(dict.fromkeys(paths))
 
 
-async def collect(agent: Sandbox, paths: Iterable[str]) -> bytes:
+async def collect(agent: Sandbox, paths: Iterable[str], protected: Protected) -> bytes:
     """One archive, to extract at /, of the safe entries of each path in ``agent`` (absent
-    paths are skipped)."""
+    paths are skipped), less those that would land on a ``protected`` path of the verifier's
+    container (its toolchain, /tests, /logs/verifier; ``verifier.Pristine.protected``) outside
+    the convention folder: a task that names such an artifact cannot let its agent plant a
+    python3 or a reward there."""
     out = io.BytesIO()
     budget = MAX_ARTIFACT_BYTES
     with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
@@ -65,19 +55,18 @@ async def collect(agent: Sandbox, paths: Iterable[str]) -> bytes:
             budget -= raw.tell()
             raw.seek(0)
             try:
-                await asyncio.to_thread(_keep_safe, raw, path, tar)
+                await asyncio.to_thread(_keep_safe, raw, path, tar, protected)
             except (tarfile.TarError, EOFError) as e:  # the agent's bytes: its failure, not ours
                 raise SandboxError(f"artifact {path}: unreadable archive: {e}") from e
     return out.getvalue()
 
 
-def _keep_safe(raw: io.BytesIO, path: str, tar: tarfile.TarFile) -> None:
+def _keep_safe(raw: io.BytesIO, path: str, tar: tarfile.TarFile, protected: Protected) -> None:
     """Copy into ``tar`` the regular files and directories of Docker's archive of ``path``
     (whose members are named from ``path``'s last component), renamed below ``path``."""
     parent = posixpath.dirname(path.rstrip("/")).lstrip("/")
-    for ancestor in _ancestors(parent):
-        tar.addfile(dir_entry(ancestor))
     base = posixpath.basename(path.rstrip("/"))
+    ancestors = _ancestors(parent)  # added before the first member kept
     with tarfile.open(fileobj=raw, mode="r|") as src:
         for m in src:
             name = posixpath.normpath(m.name)
@@ -85,11 +74,21 @@ def _keep_safe(raw: io.BytesIO, path: str, tar: tarfile.TarFile) -> None:
                 continue
             if not (m.isreg() or m.isdir()):
                 continue  # links, devices, fifos: never carried
-            out = tarfile.TarInfo(posixpath.join(parent, name))
+            dest = posixpath.join(parent, name)
+            if protected.covers("/" + dest) and not _below("/" + dest, CONVENTION_DIR):
+                continue
+            for ancestor in ancestors:
+                tar.addfile(dir_entry(ancestor))
+            ancestors = []
+            out = tarfile.TarInfo(dest)
             out.type = m.type
             out.mode = 0o755 if m.isdir() or m.mode & 0o100 else 0o644
             out.size = m.size if m.isreg() else 0
             tar.addfile(out, src.extractfile(m) if m.isreg() else None)
+
+
+def _below(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder + "/")
 
 
 def _ancestors(path: str) -> list[str]:

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import docker
 import docker.errors
-import msgspec
 import docker.utils
 from docker.api.build import process_dockerfile
+import msgspec
 import requests.exceptions
 import urllib3.exceptions
 
@@ -119,15 +119,12 @@ class ImageCache:
         """The image of the task's agent container (``docker_image`` or environment/Dockerfile),
         after every other image its trials use (compose services, a separate verifier's): a
         build failure of any of them is the task's, reported here."""
-        main = await self._main(task)
+        main = await self.build_folder(task.name, task.config.environment, task.environment_dir)
         for service in task.compose.services if task.compose else ():
             await self.service_image(task, service)
         if task.config.verifier.separate:
-            await self.verifier_image(task)
+            await self.verifier_image(task, main)
         return main
-
-    async def _main(self, task: Task) -> str:
-        return await self.build_folder(task.name, task.config.environment, task.environment_dir)
 
     async def service_image(self, task: Task, service: Service) -> str:
         """A compose service's image: its ``image``, or its build folder under the task's limits."""
@@ -137,10 +134,10 @@ class ImageCache:
         env = msgspec.structs.replace(task.config.environment, docker_image=None)
         return await self.build_folder(f"{task.name} service {service.name}", env, task.environment_dir / service.build)
 
-    async def verifier_image(self, task: Task) -> tuple[str, bool]:
+    async def verifier_image(self, task: Task, main: str) -> tuple[str, bool]:
         """The image of a separate verifier (Harbor's precedence: ``[verifier.environment]
-        docker_image``, then tests/Dockerfile, then the task's own image) and whether it holds
-        the tests itself."""
+        docker_image``, then tests/Dockerfile, then ``main``, the task's own image) and whether
+        it holds the tests itself."""
         venv = task.config.verifier.environment
         if venv is not None and venv.docker_image:
             return await self.existing(venv.docker_image), True
@@ -148,7 +145,7 @@ class ImageCache:
             cfg = venv or task.config.environment
             return await self.build_folder(task.name, msgspec.structs.replace(cfg, docker_image=None),
                                            task.tests_dir), True
-        return await self._main(task), False
+        return main, False
 
     async def build_folder(self, name: str, env: EnvironmentConfig, context: Path) -> str:
         """``env.docker_image`` if set (and present or pullable), else the image of

@@ -14,11 +14,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import math
 import time
 from collections.abc import Awaitable
-from typing import Protocol, TypeVar
+from typing import IO, Protocol, TypeVar
 
 from aes_lib import telemetry
 from aes_lib.bundle import Task
@@ -166,32 +167,30 @@ async def _trial(task: Task, agent: Agent, images: ImageCache, *, image: str | N
     t0 = time.monotonic()
     image = image or await images.build(task)
     env = task.config.environment
-    separate = None
-    if task.config.verifier.separate:
-        v_image, bundled = await images.verifier_image(task)
-        separate = artifacts.VerifierImage(v_image, task.config.verifier.environment or env, bundled)
-    v_image, v_env = (separate.image, separate.environment) if separate else (image, env)
+    separate = task.config.verifier.separate
+    v_image, bundled_tests = await images.verifier_image(task, image) if separate else (image, False)
+    v_env = (task.config.verifier.environment or env) if separate else env
     limits = Limits.for_task(env, caps)
     # Variables compose gives main, under task.toml's own.
     main_env = {**(task.compose.main_environment if task.compose else {}), **env.env}
+    start = functools.partial(Sandbox.start, client=images.client, labels=labels)
     try:
         async with contextlib.AsyncExitStack() as stack:
             # A compose task's services, on a network of this trial's own; a separate verifier
             # is not on it (only the artifacts reach it).
             net = await stack.enter_async_context(task_services(task, images, limits, labels))
-            sb, fresh = await _all(*(
-                stack.enter_async_context(Sandbox.start(img, lim, client=images.client, labels=labels, env=vars_,
-                                                        workdir=cfg.workdir, network=n, alias=a))
-                for img, cfg, vars_, lim, n, a in (
-                    (image, env, main_env, limits, net, MAIN),
-                    (v_image, v_env, v_env.env if separate else main_env, Limits.for_task(v_env, caps),
-                     None if separate else net, None))
-            ))
+            fresh_env = v_env.env if separate else main_env
+            sb, fresh = await _all(
+                stack.enter_async_context(start(image, limits, env=main_env, workdir=env.workdir,
+                                                network=net, alias=MAIN)),
+                stack.enter_async_context(start(v_image, Limits.for_task(v_env, caps), workdir=v_env.workdir,
+                                                env=fresh_env, network=None if separate else net)),
+            )
             if separate:
                 outcome, result, json_bytes, txt_bytes = await _agent_then_separate_verifier(
-                    sb, fresh, task, agent, separate.bundled_tests)
+                    sb, fresh, task, agent, fresh_env, bundled_tests)
             else:
-                outcome, result, json_bytes, txt_bytes = await _agent_then_verifier(sb, fresh, task, agent)
+                outcome, result, json_bytes, txt_bytes = await _agent_then_verifier(sb, fresh, task, agent, fresh_env)
     except SandboxError as e:  # e.g. the agent stopped its own container, a service failed
         return TrialResult(reward=0.0, metrics={}, agent=AgentOutcome(output=str(e)),
                            verifier=ExecResult(exit_code=None, output=""), error=f"sandbox failed: {e}",
@@ -206,33 +205,45 @@ async def _trial(task: Task, agent: Agent, images: ImageCache, *, image: str | N
 
 
 async def _agent_then_verifier(
-    sb: Sandbox, fresh: Sandbox, task: Task, agent: Agent
+    sb: Sandbox, fresh: Sandbox, task: Task, agent: Agent, env: dict[str, str]
 ) -> tuple[AgentOutcome, ExecResult, bytes | None, bytes | None]:
-    # The verifier's container is surveyed while the agent works and its changes are taken:
-    # nothing touches that container before restore.
-    survey = asyncio.ensure_future(verifier.survey(fresh, task.config.environment.env))
-    try:
+    async def turn() -> tuple[AgentOutcome, IO[bytes]]:
         outcome = await _start_services(sb, task) or await _agent_turn(sb, task, agent)
-        snap = await verifier.snapshot(sb)
-    except BaseException:
-        survey.cancel()
-        await asyncio.gather(survey, return_exceptions=True)
-        raise
+        return outcome, await verifier.snapshot(sb)
+
+    pristine, (outcome, snap) = await _while_surveyed(fresh, env, turn())
     with snap:
-        pristine = await survey
         # The agent's container is gone before the tests start: none of its processes reach them.
         await _all(sb.close(), verifier.restore(fresh, pristine, snap, task.tests_dir))
     return (outcome, *await _verify(fresh, task, {"HOME": pristine.home}))
 
 
 async def _agent_then_separate_verifier(
-    sb: Sandbox, fresh: Sandbox, task: Task, agent: Agent, bundled_tests: bool
+    sb: Sandbox, fresh: Sandbox, task: Task, agent: Agent, env: dict[str, str], bundled_tests: bool
 ) -> tuple[AgentOutcome, ExecResult, bytes | None, bytes | None]:
-    outcome = await _start_services(sb, task) or await _agent_turn(sb, task, agent)
-    await sb.kill_all()
-    carried = await artifacts.collect(sb, artifacts.artifact_paths(task))
+    async def turn() -> AgentOutcome:
+        outcome = await _start_services(sb, task) or await _agent_turn(sb, task, agent)
+        await sb.kill_all()
+        return outcome
+
+    pristine, outcome = await _while_surveyed(fresh, env, turn())
+    # Artifacts never land on the verifier's toolchain, tests or reward files.
+    carried = await artifacts.collect(sb, artifacts.artifact_paths(task), pristine.protected)
     await _all(sb.close(), artifacts.place(fresh, carried, None if bundled_tests else task.tests_dir))
     return (outcome, *await _verify(fresh, task, {}))
+
+
+async def _while_surveyed(fresh: Sandbox, env: dict[str, str], work: Awaitable[T]) -> tuple[verifier.Pristine, T]:
+    """``work`` (the agent's turn) while the verifier's container, started with ``env``, is
+    surveyed: nothing touches that container before the survey ends."""
+    survey = asyncio.ensure_future(verifier.survey(fresh, env))
+    try:
+        result = await work
+    except BaseException:
+        survey.cancel()
+        await asyncio.gather(survey, return_exceptions=True)
+        raise
+    return await survey, result
 
 
 async def _verify(fresh: Sandbox, task: Task, env: dict[str, str]) -> tuple[ExecResult, bytes | None, bytes | None]:
