@@ -250,14 +250,12 @@ class NgramIndex:
         which: list[int] = []
         size = 0
         for i, text in enumerate(texts):
-            if self._probe is not None and text.isascii():
-                if not self._probe.may_share(text):
-                    continue
-                toks = token_bytes(text)
-            else:
-                toks = token_bytes(text)
-                if not self._may_share(toks):
-                    continue
+            in_c = self._probe is not None and text.isascii()
+            if in_c and not self._probe.may_share(text):
+                continue
+            toks = token_bytes(text)
+            if not in_c and not self._may_share(toks):
+                continue
             batch.append(np.fromiter(map(self._lookup.get, toks, repeat(self._unknown)), np.int64, len(toks)))
             which.append(i)
             size += len(toks) + 1
