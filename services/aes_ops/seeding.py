@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import re
+import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -101,21 +102,28 @@ def export(entries: Sequence[PoolEntry], blobs, dest: Path, name: str = "aes/poo
     """Write the pool as a Harbor dataset called ``name``: ``dest/<task>/`` per environment (a
     task directory ``harbor run -p`` accepts) and Harbor's manifest ``dest/dataset.toml``
     pinning each by its content digest, with the pool's record of each in its metadata."""
+    harbor_dataset.check_dataset_name(name)
     dest.mkdir(parents=True, exist_ok=True)
     if any(dest.iterdir()):
         raise FileExistsError(f"{dest}: export needs an empty or new directory")
     tasks = []
-    for e in entries:
-        tmp = dest / f".{e.env_id}"
-        task = unpack(blobs.get_bytes(e.bundle), tmp)
-        short = _UNSAFE_NAME.sub("_", (task.name or e.env_id).split("/")[-1])
-        folder = f"{short}-{e.env_id[:8]}"
-        tmp.rename(dest / folder)
-        task_name = task.name if task.name and harbor_dataset.valid_name(task.name) else f"aes/{folder}"
-        tasks.append(harbor_dataset.DatasetTask(
-            name=task_name, folder=folder, digest=harbor_dataset.content_digest(dest / folder),
-            info={"env_id": e.env_id, "domain": e.domain, "category": e.category, "source": e.source,
-                  "mean_reward": e.mean_reward, "round": e.round}))
+    try:
+        for e in entries:
+            tmp = dest / f".{e.env_id}"
+            task = unpack(blobs.get_bytes(e.bundle), tmp)
+            short = _UNSAFE_NAME.sub("_", (task.name or e.env_id).split("/")[-1])
+            folder = f"{short}-{e.env_id[:8]}"
+            tmp.rename(dest / folder)
+            task_name = task.name if task.name and harbor_dataset.valid_name(task.name) else f"aes/{folder}"
+            tasks.append(harbor_dataset.DatasetTask(
+                name=task_name, folder=folder, digest=harbor_dataset.content_digest(dest / folder),
+                info={"env_id": e.env_id, "domain": e.domain, "category": e.category, "source": e.source,
+                      "mean_reward": e.mean_reward, "round": e.round}))
+    except BaseException:
+        # The folder was empty: leave it so, ready for the next try, rather than half a dataset.
+        for child in dest.iterdir():
+            shutil.rmtree(child)
+        raise
     manifest = dest / harbor_dataset.MANIFEST
     manifest.write_text(harbor_dataset.manifest_text(name, tasks, f"{len(tasks)} environments exported by aes"))
     return manifest

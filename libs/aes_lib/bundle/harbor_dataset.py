@@ -59,6 +59,11 @@ def valid_name(name: str) -> bool:
     return bool(NAME_PATTERN.match(name)) and ".." not in name
 
 
+def check_dataset_name(name: str) -> None:
+    if not valid_name(name):
+        raise ValueError(f"dataset name {name!r} is not org/name (letters, digits, '.', '_', '-')")
+
+
 def content_digest(task_dir: Path) -> str:
     """Harbor's content hash of the task folder, as ``sha256:<hex>``."""
     task_dir = task_dir.resolve()
@@ -71,7 +76,9 @@ def content_digest(task_dir: Path) -> str:
             files += _tree_files(task_dir / tree)
     outer = hashlib.sha256()
     for f in sorted(files, key=lambda p: p.relative_to(task_dir).as_posix()):
-        outer.update(f"{f.relative_to(task_dir).as_posix()}\0{_file_sha256(f)}\n".encode())
+        with f.open("rb") as data:
+            file_hash = hashlib.file_digest(data, "sha256").hexdigest()
+        outer.update(f"{f.relative_to(task_dir).as_posix()}\0{file_hash}\n".encode())
     return f"sha256:{outer.hexdigest()}"
 
 
@@ -87,18 +94,9 @@ def _tree_files(directory: Path) -> list[Path]:
     return out
 
 
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def manifest_text(name: str, tasks: list[DatasetTask], description: str = "") -> str:
     """``dataset.toml`` for a dataset called ``name`` (``org/name``) holding ``tasks``."""
-    if not valid_name(name):
-        raise ValueError(f"dataset name {name!r} is not org/name (letters, digits, '.', '_', '-')")
+    check_dataset_name(name)
     lines = ["[dataset]", f"name = {_s(name)}", f"description = {_s(description)}", ""]
     for t in tasks:
         lines += ["[[tasks]]", f"name = {_s(t.name)}", f"digest = {_s(t.digest)}", ""]
