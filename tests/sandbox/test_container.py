@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
+import threading
 import uuid
 from pathlib import Path
 
@@ -21,6 +23,30 @@ async def test_exec_returns_exit_code_and_output(docker_client, test_label) -> N
         r = await sb.exec("echo out; echo err >&2; exit 3", timeout=30)
     assert (r.exit_code, r.timed_out) == (3, False)
     assert "out" in r.output and "err" in r.output
+
+
+async def test_exec_keeps_output_that_arrives_with_the_headers(docker_client, test_label) -> None:
+    # docker-py's own exec stream skipped what arrived in the same read as the HTTP headers:
+    # frames lost silently, or headers out of step. A thread holding the GIL for long turns
+    # delays each read of the headers until the command's output is already waiting.
+    async def one(sb: Sandbox, i: int) -> tuple[bytes, str]:
+        got: list[bytes] = []
+        r = await sb.exec(f"printf 'out-{i}-%s\\n' 1 2 3; echo err-{i} >&2", timeout=60, stdout=got.append)
+        return b"".join(got), r.output
+
+    stop = threading.Event()
+    spinner = threading.Thread(target=lambda: [None for _ in iter(stop.is_set, True)], daemon=True)
+    interval = sys.getswitchinterval()
+    async with Sandbox.start(IMAGE, client=docker_client, labels=test_label) as sb:
+        sys.setswitchinterval(0.02)
+        spinner.start()
+        try:
+            results = await asyncio.gather(*(one(sb, i) for i in range(20)))
+        finally:
+            stop.set()
+            spinner.join()
+            sys.setswitchinterval(interval)
+    assert results == [(f"out-{i}-1\nout-{i}-2\nout-{i}-3\n".encode(), f"err-{i}\n") for i in range(20)]
 
 
 async def test_exec_env_user_and_workdir(docker_client, test_label) -> None:

@@ -16,11 +16,12 @@ import os
 import re
 import shlex
 import socket
+import struct
 import subprocess
 import tarfile
 import threading
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import IO
@@ -261,6 +262,36 @@ async def _call(fn, *args, **kwargs):
         raise SandboxError(str(e)) from e
 
 
+_STDOUT, _STDERR = 1, 2
+
+
+def _exec_frames(api: docker.APIClient, exec_id: str) -> Iterator[tuple[int, bytes]]:
+    """Start a created exec and yield its output as (stream, bytes) frames, in order.
+
+    Not docker-py's ``exec_start(stream=True)``: that reads the upgraded connection's raw
+    socket, behind the buffered reader that parsed the HTTP headers, so output that arrived
+    in the same read as the headers is skipped. Under load that drops whole frames silently
+    or puts the frame headers out of step ("117 is not a valid stream"). This reads every
+    frame through that buffered reader.
+    """
+    res = api._post_json(api._url("/exec/{0}/start", exec_id), data={"Tty": False, "Detach": False},
+                         headers={"Connection": "Upgrade", "Upgrade": "tcp"}, stream=True)
+    try:
+        api._raise_for_status(res)
+        fp = res.raw._fp.fp  # http.client's buffered reader over the connection's socket
+        while len(head := fp.read(8)) == 8:
+            stream, size = struct.unpack(">BxxxL", head)
+            if stream not in (_STDOUT, _STDERR):
+                raise SandboxError(f"exec output out of step: frame header {head!r}")
+            data = fp.read(size)
+            if data:
+                yield stream, data
+            if len(data) < size:
+                return  # the connection ended mid-frame
+    finally:
+        res.close()
+
+
 def _copy_limited(stream, dest: IO[bytes], max_bytes: int, what: str) -> None:
     """Write a get_archive stream to ``dest``, refusing (before writing it) more than ``max_bytes``."""
     size = 0
@@ -430,15 +461,11 @@ class Sandbox:
         out = _Output(self.max_output)
 
         def pump() -> None:
-            if stdout is None:
-                for chunk in api.exec_start(exec_id, stream=True):
-                    out.add(chunk)
-                return
-            for data, err in api.exec_start(exec_id, stream=True, demux=True):
-                if data:
+            for stream, data in _exec_frames(api, exec_id):
+                if stream == _STDOUT and stdout is not None:
                     stdout(data)
-                if err:
-                    out.add(err)
+                else:
+                    out.add(data)
 
         task = asyncio.ensure_future(_call(pump))  # a container that died under it: SandboxError
         timed_out = False
