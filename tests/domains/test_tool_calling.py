@@ -18,7 +18,7 @@ from aes_lib.domains import get
 from aes_lib.domains.tool_calling import DOMAIN, SERVICE_PATH
 from aes_lib.domains.tool_calling.gate import ToolCallingGate
 from aes_lib.sandbox import VERIFIER_TEMPLATE, Limits, Sandbox
-from aes_lib.sandbox.trial import start_services
+from aes_lib.sandbox.trial import OracleAgent, run_trial, start_services
 
 SEEDS = {p.name: p for p in DOMAIN.seeds}
 TICKETS = "offboard-customer-tickets"
@@ -138,3 +138,7 @@ async def test_startup_failure_is_reported(tmp_path, images):
     report = await ToolCallingGate(images).check_task(task)
     assert (report.verdict.ok, report.verdict.reason) == (False, "startup_failed"), report.verdict
     assert "bad config: no tickets" in report.logs
+    # In a trial, neither the agent nor the verifier runs on an environment that never came up.
+    trial = await run_trial(task, OracleAgent(task), images)
+    assert trial.reward == 0.0 and "startup" in trial.error and "bad config: no tickets" in trial.error, trial
+    assert trial.verifier.exit_code is None and trial.verifier.output == "", trial.verifier

@@ -208,7 +208,8 @@ async def _agent_then_verifier(
     sb: Sandbox, fresh: Sandbox, task: Task, agent: Agent, env: dict[str, str]
 ) -> tuple[AgentOutcome, ExecResult, bytes | None, bytes | None]:
     async def turn() -> tuple[AgentOutcome, IO[bytes]]:
-        outcome = await _start_services(sb, task) or await _agent_turn(sb, task, agent)
+        await _start_services(sb, task)
+        outcome = await _agent_turn(sb, task, agent)
         return outcome, await verifier.snapshot(sb)
 
     pristine, (outcome, snap) = await _while_surveyed(fresh, env, turn())
@@ -222,7 +223,8 @@ async def _agent_then_separate_verifier(
     sb: Sandbox, fresh: Sandbox, task: Task, agent: Agent, env: dict[str, str], bundled_tests: bool
 ) -> tuple[AgentOutcome, ExecResult, bytes | None, bytes | None]:
     async def turn() -> AgentOutcome:
-        outcome = await _start_services(sb, task) or await _agent_turn(sb, task, agent)
+        await _start_services(sb, task)
+        outcome = await _agent_turn(sb, task, agent)
         await sb.kill_all()
         return outcome
 
@@ -260,13 +262,13 @@ async def start_services(sb: Sandbox, task: Task) -> ExecResult | None:
     return await sb.exec(startup, timeout=STARTUP_TIMEOUT, user=0) if startup else None
 
 
-async def _start_services(sb: Sandbox, task: Task) -> AgentOutcome | None:
-    """An outcome only when the startup fails, and then the agent never runs."""
+async def _start_services(sb: Sandbox, task: Task) -> None:
+    """Bring the task's services up; when they do not come up, neither the agent nor the
+    verifier runs (the tests would only grade an environment that never started)."""
     r = await start_services(sb, task)
-    if r is None or r.exit_code == 0:
-        return None
-    return AgentOutcome(exit_code=r.exit_code, timed_out=r.timed_out,
-                        output=f"startup failed with exit {r.exit_code}:\n{r.output}")
+    if r is not None and r.exit_code != 0:
+        how = f"ran past {STARTUP_TIMEOUT:g}s" if r.timed_out else f"exited {r.exit_code}"
+        raise SandboxError(f"the domain's startup ({domain_of(task).startup}) {how}:\n{r.output[-2000:]}")
 
 
 async def _agent_turn(sb: Sandbox, task: Task, agent: Agent) -> AgentOutcome:
