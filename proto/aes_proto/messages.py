@@ -322,6 +322,9 @@ class RolloutRequest(Message, frozen=True):
     wave_id: str
     policy_version: int = 0
     """Minimum version the engine must serve when the attempt starts."""
+    imported: bool = False
+    """The environment is a pool seed (written by people, imported by the operator): its sandbox
+    may get the network its task.toml asks for, under ``AES_SANDBOX_NETWORK=imported``."""
 
 
 class LearnerStats(Message, frozen=True):

@@ -120,7 +120,8 @@ class PoolReviewService(SolverBackedService[PoolReview]):
         rewards: list[float] = []
         while len(rewards) < rule.rollouts_needed(rewards):
             rid = f"{entry.env_id[:16]}-review-{msg.idempotency_key}-{len(rewards)}"
-            out = await cached(kv, rid, lambda rid=rid: runner.run(entry.bundle, entry.env_id, rid))
+            out = await cached(kv, rid, lambda rid=rid: runner.run(entry.bundle, entry.env_id, rid,
+                                                                   imported=entry.source == "seed"))
             await announce(ctx, out, episode_id=msg.episode_id, group_id=f"{entry.env_id}:review:{msg.idempotency_key}",
                            purpose="pool_review")
             rewards.append(out.reward)

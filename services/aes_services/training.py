@@ -80,7 +80,7 @@ class TrainingRolloutService(Service[RolloutRequest]):
             served = await self.engine.version()
             if served < msg.policy_version:
                 raise EngineBehindError(f"engine serves v{served}, wave {msg.wave_id} needs v{msg.policy_version}")
-            return await self.runner.run(msg.bundle, msg.env_id, msg.rollout_id)
+            return await self.runner.run(msg.bundle, msg.env_id, msg.rollout_id, imported=msg.imported)
 
         out = await cached(kv, msg.rollout_id, attempt)
         log.info("rollout done", extra={"rollout_id": msg.rollout_id, "env_id": msg.env_id, "reward": out.reward,

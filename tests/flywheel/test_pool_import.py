@@ -120,3 +120,44 @@ def test_validate_prints_warnings_and_imported_grants_the_network(tmp_path: Path
     [report] = json.loads(capsys.readouterr().out)
     assert report["ok"] and report["warnings"] == ["task.toml: language is not a Harbor 0.26 field (kept, ignored)"]
     assert "allow_internet" not in toml.read_text()  # validated a granted copy, never the task itself
+
+
+@pytest.mark.docker
+async def test_rollouts_of_a_pool_seed_get_the_network_it_asks_for(bus, tmp_path, monkeypatch):
+    # A task that asks for the network and whose test passes only with one: the solver's attempts
+    # on it as a pool seed (training, pool review) get it under AES_SANDBOX_NETWORK=imported, as
+    # `aes pool seed` validated it; as a generated task it never does.
+    import docker
+    from replay_server import ReplayServer
+
+    from aes_lib.agents.loop import LoopLimits
+    from aes_lib.bundle import pack
+    from aes_lib.flywheel.runners.trial_runner import TrialRolloutRunner
+    from aes_lib.models import ChatClient
+    from aes_lib.sandbox import ImageCache
+    from aes_lib.sandbox.container import remove_egress_network
+
+    from flywheel_helpers import GIVE_UP_ONE
+
+    egress = f"aes-egress-test-{os.urandom(3).hex()}"
+    monkeypatch.setenv("AES_SANDBOX_NETWORK", "imported")
+    monkeypatch.setenv("AES_SANDBOX_EGRESS_NETWORK", egress)
+    root = tmp_path / "needs-network"
+    shutil.copytree(SEEDS_DIR / VALID[1], root)
+    toml = root / "task.toml"
+    toml.write_text(toml.read_text().replace("allow_internet = false", "allow_internet = true"))
+    for old in (root / "tests").glob("test_*.py"):
+        old.unlink()
+    (root / "tests" / "test_network.py").write_text(
+        "from pathlib import Path\n\n\ndef test_has_a_network():\n    assert Path('/sys/class/net/eth0').exists()\n")
+    packed = pack(root)
+    ref = bus.blobs.put_bytes(f"bundles/sha256/{packed.sha256}.tar.gz", packed.data)
+    with ReplayServer(replies=[GIVE_UP_ONE, GIVE_UP_ONE]) as model:
+        runner = TrialRolloutRunner(ChatClient(model.url, "replay"), ImageCache(), bus.blobs,
+                                    LoopLimits(max_turns=1), tmp_path)
+        try:
+            generated = await runner.run(ref, packed.sha256, "as-generated")
+            seed = await runner.run(ref, packed.sha256, "as-seed", imported=True)
+        finally:
+            remove_egress_network(docker.from_env(), egress)
+    assert (generated.reward, seed.reward) == (0.0, 1.0)

@@ -38,6 +38,12 @@ def test_wave_requests_are_groups_with_stable_ids():
     assert [r.idempotency_key for r in reqs] == [r.idempotency_key for r in wave_requests(wave, _entries(5))]
 
 
+def test_only_a_pool_seeds_attempts_run_as_imported():
+    wave = TrainingWave(idempotency_key="w", episode_id="w", wave_id="w", groups=2, group_size=2)
+    entries = [PoolEntry(env_id="seed", bundle=REF, source="seed"), PoolEntry(env_id="gen", bundle=REF)]
+    assert {(r.env_id, r.imported) for r in wave_requests(wave, entries)} == {("seed", True), ("gen", False)}
+
+
 def test_training_config_refuses_what_cannot_train(monkeypatch):
     with pytest.raises(TrainingConfigError, match="one attempt has no advantage"):
         TrainingConfig(group_size=1)

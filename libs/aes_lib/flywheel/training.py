@@ -75,5 +75,5 @@ def wave_requests(wave: TrainingWave, entries: Sequence[PoolEntry]) -> list[Roll
             out.append(RolloutRequest(
                 idempotency_key=rid, episode_id=wave.wave_id, rollout_id=rid, env_id=e.env_id, bundle=e.bundle,
                 group_id=group_id, group_size=wave.group_size, wave_id=wave.wave_id,
-                policy_version=wave.policy_version))
+                policy_version=wave.policy_version, imported=e.source == "seed"))
     return out

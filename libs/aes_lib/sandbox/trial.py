@@ -154,7 +154,8 @@ async def run_trial(
     labels: dict[str, str] | None = None,
 ) -> TrialResult:
     """Build (or reuse) the image, start the agent's sandbox and the verifier's, run the
-    agent then the verifier; one ``trial`` span (in the episode's trace) with its reward."""
+    agent then the verifier; one ``trial`` span (in the episode's trace) with its reward.
+    ``caps``: the sandboxes' limits (default: those ``images`` builds with)."""
     with telemetry.tracer().start_as_current_span(
             "trial", attributes={"aes.task": task.name, "aes.agent": type(agent).__name__}) as span:
         result = await _trial(task, agent, images, image=image, caps=caps, labels=labels)
@@ -170,6 +171,7 @@ async def _trial(task: Task, agent: Agent, images: ImageCache, *, image: str | N
     separate = task.config.verifier.separate
     v_image, bundled_tests = await images.verifier_image(task, image) if separate else (image, False)
     v_env = (task.config.verifier.environment or env) if separate else env
+    caps = caps or images.caps
     limits = Limits.for_task(env, caps)
     # Variables compose gives main, under task.toml's own.
     main_env = {**(task.compose.main_environment if task.compose else {}), **env.env}

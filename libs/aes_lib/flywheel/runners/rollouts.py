@@ -24,9 +24,11 @@ _KEY_UNSAFE = re.compile(r"[^-_A-Za-z0-9]")
 
 
 class RolloutRunner(Protocol):
-    async def run(self, bundle: BlobRef, env_id: str, rollout_id: str, hints: str | None = None) -> RolloutOutcome:
+    async def run(self, bundle: BlobRef, env_id: str, rollout_id: str, hints: str | None = None,
+                  imported: bool = False) -> RolloutOutcome:
         """Run the current solver once on the task in ``bundle``; ``hints`` extend the
-        instruction (the diagnostic attempt gets the reference solution)."""
+        instruction (the diagnostic attempt gets the reference solution); ``imported``: a task
+        people wrote (a pool seed), sandboxed as imported tasks are (``LimitCaps.allow_network``)."""
 
     async def reference_solution(self, bundle: BlobRef) -> str:
         """The task's ``solution/solve.sh``, used as hints."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import shutil
 import tempfile
 from pathlib import Path
@@ -28,6 +29,10 @@ class TrialRolloutRunner:
     def __init__(self, client: ChatClient, images: ImageCache, blobs, limits: LoopLimits, workdir: Path) -> None:
         self.client = client
         self.images = images
+        # Pool seeds were written by people and imported by the operator: their sandboxes and
+        # builds get what `aes pool seed` validated them with, the network where allowed.
+        self.imported_images = ImageCache(images.client, images.max_build_timeout,
+                                          caps=dataclasses.replace(images.caps, allow_network=True))
         self.blobs = blobs
         self.limits = limits
         self.workdir = workdir
@@ -66,9 +71,11 @@ class TrialRolloutRunner:
                 shutil.rmtree(tmp, ignore_errors=True)
         return Task.load(dest)
 
-    async def run(self, bundle: BlobRef, env_id: str, rollout_id: str, hints: str | None = None) -> RolloutOutcome:
+    async def run(self, bundle: BlobRef, env_id: str, rollout_id: str, hints: str | None = None,
+                  imported: bool = False) -> RolloutOutcome:
         task = await self.task(bundle)
-        r = await rollout(task, self.client, self.images, self.blobs, self.limits,
+        images = self.imported_images if imported else self.images
+        r = await rollout(task, self.client, images, self.blobs, self.limits,
                           env_id=env_id, rollout_id=rollout_id, hints=hints)
         t = r.trajectory
         return RolloutOutcome(reward=t.reward, failure=failure_signature(t), n_turns=len(t.turns),
