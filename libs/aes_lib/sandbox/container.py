@@ -112,6 +112,13 @@ class Limits:
             gpus=env.gpus or 0,
         )
 
+    def run_args(self) -> dict:
+        """``containers.run`` arguments for the CPU, memory (swap included) and pid limits, and
+        no new privileges; GPUs are the caller's to request."""
+        return {"nano_cpus": int(self.cpus * 1e9), "mem_limit": f"{self.memory_mb}m",
+                "memswap_limit": f"{self.memory_mb}m", "pids_limit": self.pids,
+                "security_opt": ["no-new-privileges"]}
+
 
 @dataclasses.dataclass(frozen=True)
 class LimitCaps:
@@ -400,11 +407,7 @@ class Sandbox:
                 name=f"aes-{uuid.uuid4().hex[:12]}",
                 labels=all_labels,
                 **join_network(client, network, alias, egress),
-                nano_cpus=int(limits.cpus * 1e9),
-                mem_limit=f"{limits.memory_mb}m",
-                memswap_limit=f"{limits.memory_mb}m",
-                pids_limit=limits.pids,
-                security_opt=["no-new-privileges"],
+                **limits.run_args(),
                 environment=dict(env or {}),
                 working_dir=workdir,
                 device_requests=[docker.types.DeviceRequest(count=limits.gpus, capabilities=[["gpu"]])]

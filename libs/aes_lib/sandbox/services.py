@@ -73,9 +73,7 @@ async def _start(client: docker.DockerClient, service: Service, image: str, netw
             command=service.command, entrypoint=service.entrypoint, environment=service.environment,
             working_dir=service.working_dir, user=service.user, detach=True, init=True,
             name=f"aes-{service.name}-{uuid.uuid4().hex[:8]}", labels=labels,
-            nano_cpus=int(limits.cpus * 1e9), mem_limit=f"{limits.memory_mb}m", memswap_limit=f"{limits.memory_mb}m",
-            pids_limit=limits.pids, security_opt=["no-new-privileges"],
-            healthcheck=_healthcheck(service),
+            **limits.run_args(), healthcheck=_healthcheck(service),
             **join_network(client, network, service.name, None),
         )
     except docker.errors.DockerException as e:
