@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
-from aes_lib.sandbox import validate_task
+from aes_lib.sandbox import VERIFIER_TEMPLATE, validate_task
 from aes_ops.harbor_ref import harbor_copy, run
 from aes_ops.seeding import export, seed_dirs, seed_pool
 
@@ -21,6 +21,12 @@ EXPECTED_WARNINGS = {
                        "task.language is not a Harbor 0.26 field", "top-level version is Harbor's older name",
                        "mcp_servers (1) are not offered"],
 }
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_fixture_keeps_the_managed_verifier_verbatim(name) -> None:
+    # Each task folder must stand alone for `harbor run`, so each holds a copy; this keeps them in step.
+    assert (TASKS / name / "tests" / "test.sh").read_bytes() == (VERIFIER_TEMPLATE / "test.sh").read_bytes()
 
 
 @pytest.mark.parametrize("name", FIXTURES)
