@@ -13,6 +13,7 @@
 - ``tiny_model``: SmolLM2's architecture and tokenizer at toy size with random weights.
 - ``docker_client``, ``images``: the local Docker engine (with aes-base:latest) and an
   ``ImageCache`` on it (per module).
+- ``fresh_engine``: a second dockerd started fresh for the session (its ``DOCKER_HOST``).
 
 ``tests/replay`` (the replay model server) is importable from every test folder.
 """
@@ -23,6 +24,8 @@ import dataclasses
 import json
 import os
 import secrets
+import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -111,15 +114,19 @@ def docker_client():
 
 
 @pytest.fixture
-def test_label(docker_client) -> Iterator[dict[str, str]]:
-    """A label unique to the test; afterwards no container or network carrying it may remain."""
+def test_label(docker_client, request) -> Iterator[dict[str, str]]:
+    """A label unique to the test; afterwards no container or network carrying it may remain
+    (on the installed engine and on the test's ``engine``, where it has one)."""
     labels = {"aes.test": f"sandbox-{uuid.uuid4().hex[:8]}"}
+    engines = [docker_client]
+    if "engine" in request.fixturenames and request.getfixturevalue("engine") is not docker_client:
+        engines.append(request.getfixturevalue("engine"))
     yield labels
     where = {"label": f"aes.test={labels['aes.test']}"}
-    left = docker_client.containers.list(all=True, filters=where)
+    left = [c for e in engines for c in e.containers.list(all=True, filters=where)]
     for c in left:
         c.remove(force=True)
-    networks = docker_client.networks.list(filters=where)
+    networks = [n for e in engines for n in e.networks.list(filters=where)]
     for n in networks:
         n.remove()
     assert not left and not networks, f"left behind: {[c.name for c in left]} {[n.name for n in networks]}"
@@ -141,6 +148,52 @@ def images(docker_client):
     from aes_lib.sandbox import ImageCache
 
     return ImageCache(docker_client)
+
+
+@pytest.fixture(scope="session")
+def fresh_engine(docker_client, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``DOCKER_HOST`` of a second, freshly started dockerd (data root, exec root and bridge of
+    its own) holding only aes-base:latest: the engine state a new machine starts from (e.g. the
+    default bridge's IPAM config without a gateway), whatever state the installed engine is in.
+    It also stands in for a remote sandbox host."""
+    import docker
+
+    dockerd = shutil.which("dockerd")
+    assert dockerd, "dockerd is not installed (make infra installs the Docker engine)"
+    # Short paths: a unix socket path must stay under 108 bytes.
+    root = Path(f"/tmp/aes-d2-{uuid.uuid4().hex[:8]}")
+    root.mkdir()
+    host = f"unix://{root}/docker.sock"
+    log = (tmp_path_factory.mktemp("dockerd") / "dockerd.log").open("wb")
+    # A bridge of its own: with `--bridge none` a second daemon takes the first one's docker0
+    # down with it, and every later build there loses its network. No iptables rules: the
+    # host's firewall stays the first engine's.
+    bridge = f"aesd{uuid.uuid4().hex[:6]}"
+    subnet = f"10.{200 + uuid.uuid4().int % 50}.{uuid.uuid4().int % 250}"
+    for cmd in (["link", "add", bridge, "type", "bridge"], ["addr", "add", f"{subnet}.1/24", "dev", bridge],
+                ["link", "set", bridge, "up"]):
+        subprocess.run(["ip", *cmd], check=True, capture_output=True)
+    proc = subprocess.Popen([dockerd, "--host", host, "--data-root", f"{root}/data", "--exec-root", f"{root}/exec",
+                             "--pidfile", f"{root}/docker.pid", "--bridge", bridge, "--iptables=false",
+                             "--ip6tables=false"], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        for _ in range(120):
+            try:
+                docker.DockerClient(base_url=host).ping()
+                break
+            except docker.errors.DockerException:
+                assert proc.poll() is None, f"dockerd exited: see {log.name}"
+                time.sleep(0.5)
+        saved = subprocess.Popen(["docker", "save", "aes-base:latest"], stdout=subprocess.PIPE)
+        subprocess.run(["docker", "load", "-q"], stdin=saved.stdout, check=True, capture_output=True,
+                       env={"PATH": "/usr/bin:/bin:/usr/sbin", "DOCKER_HOST": host})
+        assert saved.wait() == 0
+        yield host
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+        subprocess.run(["ip", "link", "del", bridge], check=False, capture_output=True)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import docker
 import pytest
 from replay_server import ReplayServer
 
@@ -33,6 +34,7 @@ from aes_lib.bus import Bus
 from aes_lib.bus.deadletters import read_letters
 from aes_lib.config import Settings
 from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+from aes_lib.sandbox.container import bridge_gateway
 from aes_ops.rounds import run_rounds
 from aes_ops.seeding import seed_dirs
 
@@ -77,10 +79,11 @@ class Solver(ReplayServer):
 
 def host_gateway() -> str:
     """The address `host-gateway` names inside containers: the default bridge's gateway."""
-    out = subprocess.run(["docker", "network", "inspect", "bridge", "-f", "{{(index .IPAM.Config 0).Gateway}}"],
-                         capture_output=True, text=True, check=True).stdout.strip()
-    assert out, "the default bridge network has no gateway address"
-    return out
+    client = docker.from_env()
+    try:
+        return bridge_gateway(client.networks.get("bridge"))
+    finally:
+        client.close()
 
 
 @contextlib.asynccontextmanager

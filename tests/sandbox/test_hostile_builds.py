@@ -15,12 +15,14 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import docker
 import pytest
 
 from aes_lib.bundle import Task
 from aes_lib.bundle.config import EnvironmentConfig
 from aes_lib.sandbox import images as images_mod
-from aes_lib.sandbox.container import LimitCaps, Limits, Sandbox, egress_network, remove_egress_network
+from aes_lib.sandbox.container import (LimitCaps, Limits, Sandbox, bridge_gateway, egress_network, interface_addresses,
+                                       remove_egress_network)
 from aes_lib.sandbox.images import BuildFailedError, BuildTimeoutError, ImageCache, build_image
 
 pytestmark = pytest.mark.docker
@@ -53,6 +55,22 @@ class Listener:
         self.sock.close()
 
 
+@pytest.fixture(params=["installed", "fresh"])
+def engine(request, docker_client) -> Iterator[docker.DockerClient]:
+    """The isolation checks run on the installed engine and on a freshly started one, whose
+    state (no gateway in the default bridge's IPAM config, no cached layers) is what a new
+    machine has: the installed engine's state may hide what a fresh one shows. Checks that need
+    the engine's own firewall rules (container-to-container traffic, the egress network's NAT)
+    stay on the installed engine: a second daemon on this host runs without iptables, since
+    one that manages them removes the first engine's chains when it starts."""
+    if request.param == "installed":
+        yield docker_client
+        return
+    client = docker.DockerClient(base_url=request.getfixturevalue("fresh_engine"))
+    yield client
+    client.close()
+
+
 @pytest.fixture
 def listener() -> Iterator[Listener]:
     lst = Listener()
@@ -61,11 +79,10 @@ def listener() -> Iterator[Listener]:
 
 
 def host_addresses(docker_client) -> list[str]:
-    """The docker0 gateway and every non-loopback IPv4 address of the host."""
-    gw = docker_client.networks.get("bridge").attrs["IPAM"]["Config"][0]["Gateway"]
-    out = subprocess.run(["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True, check=True).stdout
-    addrs = [f.split()[3].split("/")[0] for f in out.splitlines()]
-    return list(dict.fromkeys([gw, *(a for a in addrs if not a.startswith("127."))]))
+    """The engine's default bridge gateway and every non-loopback IPv4 address of the host."""
+    gw = bridge_gateway(docker_client.networks.get("bridge"))
+    addrs = [str(a.ip) for a in interface_addresses() if not a.ip.is_loopback]
+    return list(dict.fromkeys([gw, *addrs]))
 
 
 def connect_script(addrs: list[str], port: int) -> str:
@@ -115,13 +132,13 @@ def assert_gone(cgroups: list) -> None:
         assert not list(Path("/sys/fs/cgroup").glob(f"*/{cg.name}")), f"{cg.name} not removed"
 
 
-async def test_a_run_step_cannot_reach_the_host(docker_client, listener, make_task, tmp_path, cgroups) -> None:
-    addrs = host_addresses(docker_client)
+async def test_a_run_step_cannot_reach_the_host(engine, listener, make_task, tmp_path, cgroups) -> None:
+    addrs = host_addresses(engine)
     code = connect_script(addrs, listener.port)
     # Control: the same step on the default network (what a trusted recipe gets) does connect;
     # it exits 1 afterwards so that no image is left.
     with pytest.raises(BuildFailedError) as control:
-        build_image(docker_client, context(tmp_path, run_python(code) + " && exit 1"), 60, trusted=True)
+        build_image(engine, context(tmp_path, run_python(code) + " && exit 1"), 60, trusted=True)
     assert "CONNECTED" in control.value.log and listener.seen
     listener.seen.clear()
     # A task's build, through the image cache, although its task.toml asks for the internet.
@@ -131,7 +148,7 @@ async def test_a_run_step_cannot_reach_the_host(docker_client, listener, make_ta
     task = Task.load(task_dir)
     assert task.config.environment.allow_internet
     with pytest.raises(BuildFailedError) as e:
-        await ImageCache(docker_client).build(task)
+        await ImageCache(engine).build(task)
     assert "network unreachable" in str(e.value), str(e.value)
     assert "CONNECTED" not in e.value.log and "Network is unreachable" in e.value.log
     time.sleep(0.5)
@@ -182,10 +199,10 @@ def test_a_task_cannot_grant_itself_the_network(monkeypatch) -> None:
     assert not Limits.for_task(EnvironmentConfig(), LimitCaps(allow_network=True)).network
 
 
-async def test_a_networked_task_sandbox_cannot_reach_the_host(docker_client, listener, test_label) -> None:
-    addrs = host_addresses(docker_client)
+async def test_a_networked_task_sandbox_cannot_reach_the_host(engine, listener, test_label) -> None:
+    addrs = host_addresses(engine)
     env = EnvironmentConfig(allow_internet=True)
-    async with Sandbox.start("aes-base:latest", Limits.for_task(env), client=docker_client, labels=test_label) as sb:
+    async with Sandbox.start("aes-base:latest", Limits.for_task(env), client=engine, labels=test_label) as sb:
         ifaces = await sb.exec("ls /sys/class/net", timeout=30)
         await sb.put_file(connect_script(addrs, listener.port).encode(), "/tmp/connect.py")
         r = await sb.exec("python3 /tmp/connect.py", timeout=60)
@@ -204,8 +221,7 @@ async def test_the_operators_egress_network_cannot_reach_the_host(docker_client,
     assert limits.network
     try:
         net = docker_client.networks.get(egress_network(docker_client))
-        gateway = net.attrs["IPAM"]["Config"][0]["Gateway"]
-        addrs = [*host_addresses(docker_client), gateway]
+        addrs = [*host_addresses(docker_client), bridge_gateway(net)]
         async with Sandbox.start("aes-base:latest", limits, client=docker_client, labels=test_label) as sb:
             ifaces = await sb.exec("ls /sys/class/net", timeout=30)
             await sb.put_file(connect_script(addrs, listener.port).encode(), "/tmp/connect.py")
@@ -232,3 +248,12 @@ async def test_the_operators_egress_network_cannot_reach_the_host(docker_client,
         remove_egress_network(docker_client, name)
         rules = subprocess.run(["iptables", "-S"], capture_output=True, text=True).stdout
         assert bridge not in rules
+
+
+def test_the_bridge_gateway_is_found_on_any_engine_state(docker_client, fresh_engine) -> None:
+    """On a freshly started engine the default bridge's IPAM config may name no gateway (20.10
+    does not): the host's address is then the bridge interface's own."""
+    for client in (docker_client, docker.DockerClient(base_url=fresh_engine)):
+        net = client.networks.get("bridge")
+        bridge = net.attrs["Options"]["com.docker.network.bridge.name"]
+        assert bridge_gateway(net) == str(interface_addresses(bridge)[0].ip)

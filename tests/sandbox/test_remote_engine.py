@@ -13,9 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import docker
@@ -34,61 +32,25 @@ sys.path.insert(0, str(ROOT / "tests"))
 from foundation.helpers import env_for, eventually  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def second_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``DOCKER_HOST`` of a second dockerd holding only aes-base:latest."""
-    dockerd = shutil.which("dockerd")
-    assert dockerd, "dockerd is not installed (make infra installs the Docker engine)"
-    # Short paths: a unix socket path must stay under 108 bytes.
-    root = Path(f"/tmp/aes-d2-{uuid.uuid4().hex[:8]}")
-    root.mkdir()
-    host = f"unix://{root}/docker.sock"
-    log = (tmp_path_factory.mktemp("dockerd") / "dockerd.log").open("wb")
-    # A bridge of its own: with `--bridge none` a second daemon takes the first one's docker0
-    # down with it, and every later build there loses its network. No iptables rules: the
-    # host's firewall stays the first engine's.
-    bridge = f"aesd{uuid.uuid4().hex[:6]}"
-    subnet = f"10.{200 + uuid.uuid4().int % 50}.{uuid.uuid4().int % 250}"
-    for cmd in (["link", "add", bridge, "type", "bridge"], ["addr", "add", f"{subnet}.1/24", "dev", bridge],
-                ["link", "set", bridge, "up"]):
-        subprocess.run(["ip", *cmd], check=True, capture_output=True)
-    proc = subprocess.Popen([dockerd, "--host", host, "--data-root", f"{root}/data", "--exec-root", f"{root}/exec",
-                             "--pidfile", f"{root}/docker.pid", "--bridge", bridge, "--iptables=false",
-                             "--ip6tables=false"], stdout=log, stderr=subprocess.STDOUT)
-    try:
-        for _ in range(120):
-            try:
-                docker.DockerClient(base_url=host).ping()
-                break
-            except docker.errors.DockerException:
-                assert proc.poll() is None, f"dockerd exited: see {log.name}"
-                time.sleep(0.5)
-        saved = subprocess.Popen(["docker", "save", "aes-base:latest"], stdout=subprocess.PIPE)
-        subprocess.run(["docker", "load", "-q"], stdin=saved.stdout, check=True, capture_output=True,
-                       env={"PATH": "/usr/bin:/bin:/usr/sbin", "DOCKER_HOST": host})
-        assert saved.wait() == 0
-        yield host
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(60)
-        subprocess.run(["ip", "link", "del", bridge], check=False, capture_output=True)
-        shutil.rmtree(root, ignore_errors=True)
+def task_images(client: docker.DockerClient) -> set[str]:
+    return {t for i in client.images.list(name=IMAGE_REPO) for t in i.tags}
 
 
-async def test_a_validator_replica_builds_and_runs_on_the_engine_docker_host_names(second_engine, bus, fresh_nats,
+async def test_a_validator_replica_builds_and_runs_on_the_engine_docker_host_names(fresh_engine, bus, fresh_nats,
                                                                                    tmp_path):
     task = tmp_path / "echo"
     shutil.copytree(ECHO, task)
     # A unique environment: its image exists nowhere before this test.
     (task / "environment" / "marker.txt").write_text(uuid.uuid4().hex)
     packed = pack(task)
+    before = task_images(docker.DockerClient(base_url=fresh_engine))  # the engine is shared by other tests
     ref = bus.blobs.put_content("bundles", packed.data, ".tar.gz")
     candidate = CandidateEnv(idempotency_key="remote", episode_id="ep-remote", env_id=packed.sha256, bundle=ref,
                              lineage=Lineage(assignment_id="as-remote"), route=("validate", "calibrate"))
     ready = tmp_path / "ready"
     log = tmp_path / "validator.log"
     proc = subprocess.Popen([sys.executable, "-m", "aes_cli.main", "service", "validator", "--ready-file", str(ready)],
-                            env=env_for(fresh_nats, DOCKER_HOST=second_engine), stdout=log.open("wb"),
+                            env=env_for(fresh_nats, DOCKER_HOST=fresh_engine), stdout=log.open("wb"),
                             stderr=subprocess.STDOUT)
 
     async def validated() -> bool:
@@ -105,12 +67,9 @@ async def test_a_validator_replica_builds_and_runs_on_the_engine_docker_host_nam
     [result] = await bus.history(subjects.RESULT_VALIDATION, ValidationResult)
     assert (result.ok, result.oracle_reward, result.nop_reward) == (True, 1.0, 0.0), result
 
-    def task_images(client: docker.DockerClient) -> set[str]:
-        return {t for i in client.images.list(name=IMAGE_REPO) for t in i.tags}
-
-    remote = task_images(docker.DockerClient(base_url=second_engine))
+    remote = task_images(docker.DockerClient(base_url=fresh_engine)) - before
     local = task_images(docker.from_env(environment={}))
     assert len(remote) == 1, remote  # built there...
     assert not remote & local  # ...and only there
-    left = docker.DockerClient(base_url=second_engine).containers.list(all=True)
+    left = docker.DockerClient(base_url=fresh_engine).containers.list(all=True)
     assert left == [], "the replica left sandboxes behind"

@@ -202,10 +202,33 @@ def _bridge(net) -> str:
     return (net.attrs.get("Options") or {}).get("com.docker.network.bridge.name") or f"br-{net.id[:12]}"
 
 
+def interface_addresses(dev: str | None = None) -> list[ipaddress.IPv4Interface]:
+    """The IPv4 addresses (with prefix) of this host's interfaces, or of interface ``dev`` alone."""
+    cmd = ["ip", "-4", "-o", "addr", "show", *(["dev", dev] if dev else [])]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return [ipaddress.IPv4Interface(m) for m in re.findall(r"\binet\s+(\S+)", out)]
+
+
+def bridge_gateway(net) -> str:
+    """The host's address on the local bridge network ``net``, on any engine state: an engine
+    that has just started leaves ``Gateway`` out of the default bridge's IPAM config (seen on
+    20.10), so where it is missing the address is read off the bridge interface itself."""
+    for cfg in (net.attrs.get("IPAM") or {}).get("Config") or []:
+        if cfg.get("Gateway"):
+            return cfg["Gateway"].split("/")[0]
+    bridge = _bridge(net)
+    try:
+        addrs = interface_addresses(bridge)
+    except subprocess.CalledProcessError as e:
+        raise SandboxError(f"network {net.name}: no gateway in its IPAM config and no interface {bridge}: "
+                           f"{e.stderr.strip()}") from e
+    if not addrs:
+        raise SandboxError(f"network {net.name}: no gateway in its IPAM config and no IPv4 address on {bridge}")
+    return str(addrs[0].ip)
+
+
 def _host_subnets() -> list[str]:
-    out = subprocess.run(["ip", "-4", "-o", "addr", "show"], check=True, capture_output=True, text=True).stdout
-    nets = {str(ipaddress.ip_interface(m).network) for m in re.findall(r"\binet\s+(\S+)", out)}
-    return sorted(nets)
+    return sorted({str(a.network) for a in interface_addresses()})
 
 
 def _our_rules(bridge: str) -> list[tuple[str, list[str]]]:

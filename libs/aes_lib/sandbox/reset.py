@@ -250,7 +250,7 @@ async def check_reset(
 
 
 def _compare(client: docker.DockerClient, task: Task, images: list[str], extra_paths: tuple[str, ...]) -> ResetReport:
-    workdir = client.images.get(images[0]).attrs["Config"].get("WorkingDir") or ""
+    workdir = (client.images.get(images[0]).attrs.get("Config") or {}).get("WorkingDir") or ""  # imported images have none
     roots = task_roots(task, workdir, extra_paths)
     a, b = (_snapshot(client, image, roots) for image in images)
     differing = diff_manifests(a, b)
