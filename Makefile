@@ -58,7 +58,7 @@ down:
 	-$(AES) down
 
 test: install infra harbor
-	$(BIN)/pytest -q -ra
+	$(BIN)/pytest -q -ra --durations=15
 
 test-fast: install infra harbor
 	$(BIN)/pytest -q -ra -m "not slow"
