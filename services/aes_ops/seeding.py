@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from aes_proto import subjects
-from aes_proto.messages import PoolEvent
+from aes_proto.messages import CandidateEnv, Lineage, PoolEvent
 
 from aes_lib.bundle import Task, harbor_dataset, pack, unpack
 from aes_lib.bundle.imported import ImportedNetwork, as_imported, dataset_tasks
@@ -58,6 +58,22 @@ async def seed_pool(bus, store: PoolStore, dirs: Sequence[Path]) -> list[PoolEve
     return events
 
 
+async def send_to_calibration(bus, dirs: Sequence[Path]) -> list[CandidateEnv]:
+    """Hand imported tasks without a reference solution to the calibrator: no oracle showed
+    they can be solved, so the solver's attempts decide (admitted and marked ``no_reference``,
+    or ``unverified_too_hard``). Keys derive from the content: sending again repeats them."""
+    sent = []
+    for d in dirs:
+        entry = await asyncio.to_thread(seed_entry, d, bus.blobs)
+        key = f"import-{entry.env_id[:16]}"
+        c = CandidateEnv(idempotency_key=f"{key}:candidate", episode_id=key, env_id=entry.env_id, bundle=entry.bundle,
+                         lineage=Lineage(assignment_id=key, category=entry.category, domain=entry.domain, mode="seed"),
+                         route=("calibrate",), no_reference=True)
+        await bus.publish(subjects.stage("calibrate"), c)
+        sent.append(c)
+    return sent
+
+
 @dataclasses.dataclass(frozen=True)
 class ImportedTask:
     """One task of an imported dataset, validated."""
@@ -88,7 +104,7 @@ async def validate_dataset(root: Path, images, scratch: Path, *, jobs: int = 1,
         async with sem:
             folder = await asyncio.to_thread(as_imported, source, scratch / str(i), network)
             say = (lambda line: progress(source, line)) if progress else None
-            report = await validate_in_domain(folder, images, caps=images.caps, progress=say)
+            report = await validate_in_domain(folder, images, caps=images.caps, progress=say, require_reference=False)
         return ImportedTask(source, folder, report)
 
     tasks = await asyncio.gather(*(one(i, d) for i, d in enumerate(found.dirs)))
@@ -118,7 +134,7 @@ def export(entries: Sequence[PoolEntry], blobs, dest: Path, name: str = "aes/poo
             tasks.append(harbor_dataset.DatasetTask(
                 name=task_name, folder=folder, digest=harbor_dataset.content_digest(dest / folder),
                 info={"env_id": e.env_id, "domain": e.domain, "category": e.category, "source": e.source,
-                      "mean_reward": e.mean_reward, "round": e.round}))
+                      "mean_reward": e.mean_reward, "round": e.round, "no_reference": e.no_reference or None}))
     except BaseException:
         # The folder was empty: leave it so, ready for the next try, rather than half a dataset.
         for child in dest.iterdir():

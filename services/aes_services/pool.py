@@ -53,7 +53,7 @@ class PoolService(Service[CalibrationResult]):
             env_id=msg.env_id, bundle=msg.bundle, category=msg.lineage.category, domain=msg.lineage.domain,
             mean_reward=msg.mean,
             source="calibration", assignment_id=msg.lineage.assignment_id, episode_id=msg.episode_id,
-            round=msg.lineage.round,
+            round=msg.lineage.round, no_reference=msg.no_reference,
         )
         change = await store.admit(entry)
         assert change.admission is not None

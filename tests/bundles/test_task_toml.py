@@ -165,11 +165,11 @@ def test_gpu_types_and_gpus_parse() -> None:
 
 
 @pytest.mark.parametrize(("text", "needs"), [
-    ('[[steps]]\nname = "one"\n[[steps]]\nname = "two"\n', "[[steps]] (a multi-step task, 2 steps)"),
+    ('[[steps]]\nname = "one"\n[[steps]]\nname = "two"\n', "[[steps]]: a multi-step task (2 steps) loads"),
     ('[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = ["pypi.org"]\n', 'network_mode = "allowlist"'),
     ('[environment]\nos = "Windows"\n', 'os = "windows"'),
     ('[environment.tpu]\ntype = "v6e"\ntopology = "2x4"\n', "needs a TPU"),
-    ('[[verifier.collect]]\ncommand = "cp /db /logs"\n', "[[verifier.collect]]"),
+    ('[[verifier.collect]]\ncommand = "cp /db /logs"\nservice = "db"\n', "other than main (db)"),
 ])
 def test_harbor_features_not_run_here_parse_and_are_named(text: str, needs: str) -> None:
     found = parse_task_toml(text).unsupported()

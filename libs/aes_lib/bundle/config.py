@@ -9,7 +9,7 @@ What Harbor accepts is accepted here, with three kinds of difference:
   resources, environment variable names, an absolute ``workdir``, a known value of every
   enumerated field. Wrong types raise :class:`InvalidFieldError` (a string for a number is not
   converted); a file that is not TOML raises :class:`TomlSyntaxError`.
-- Harbor features this sandbox does not run yet (multi-step tasks, network allow-lists, collect hooks, TPUs, Windows containers) parse fine;
+- Harbor features this sandbox does not run yet (multi-step tasks, network allow-lists, collect hooks in sidecars, TPUs, Windows containers) parse fine;
   :meth:`TaskConfig.unsupported` names those a task needs, and validation answers
   ``unsupported`` for it. Features that only help an agent or a report (MCP servers,
   artifacts, skills, healthchecks, per-phase network overrides) are accepted and noted in
@@ -178,12 +178,15 @@ class EnvironmentConfig(_Section, frozen=True):
     """Skills for the agent (Harbor); not copied here."""
     healthcheck: HealthcheckConfig | None = None
     """Readiness probe; not run here."""
-    workdir: Annotated[str, msgspec.Meta(pattern=r"^/")] | None = None
-    """Absolute working directory for every exec; None: the image's WORKDIR."""
+    workdir: str | None = None
+    """Absolute working directory for every exec; None: the image's WORKDIR. A Windows task's
+    (``C:\\app``) is kept: the task is ``unsupported`` here, never a field error."""
 
 
 class VerifierCollectConfig(_Section, frozen=True):
-    """One ``[[verifier.collect]]``: a command run after the agent's turn (Harbor); ``unsupported`` here."""
+    """One ``[[verifier.collect]]``: a command run after the agent's turn (Harbor). Run here in
+    ``main`` (the agent's container) before its files go to the verifier; in another service
+    it is ``unsupported``."""
 
     command: str
     service: str = "main"
@@ -208,7 +211,7 @@ class VerifierConfig(_PhaseNetwork, frozen=True):
     environment: EnvironmentConfig | None = None
     """The separate verifier's container."""
     collect: tuple[VerifierCollectConfig, ...] = ()
-    """Commands run before the verifier; ``unsupported`` here."""
+    """Commands run before the verifier (in ``main``; other services: ``unsupported``)."""
 
     @property
     def separate(self) -> bool:
@@ -292,10 +295,12 @@ class TaskConfig(_Section, frozen=True):
     def unsupported(self) -> list[str]:
         """What the task needs that this sandbox does not run yet, one line each (empty: nothing)."""
         env, out = self.environment, []
-        if self.verifier.collect:
-            out.append("[[verifier.collect]] hooks are not run by this sandbox yet")
+        if sidecar := sorted({h.service for h in self.verifier.collect if h.service != "main"}):
+            out.append(f"[[verifier.collect]] hooks in services other than main ({', '.join(sidecar)}) are not run "
+                       "by this sandbox yet")
         if self.steps:
-            out.append(f"[[steps]] (a multi-step task, {len(self.steps)} steps) are not run by this sandbox yet")
+            out.append(f"[[steps]]: a multi-step task ({len(self.steps)} steps) loads, but this sandbox does not "
+                       "run steps in order in one environment yet")
         if env.network_mode == "allowlist":
             out.append('[environment] network_mode = "allowlist" is not enforced by this sandbox yet (no egress filter)')
         if env.os == "windows":
@@ -446,6 +451,10 @@ def _check_rules(cfg: TaskConfig) -> None:
     if cfg.verifier.environment is not None:
         phases.append(("verifier.environment", cfg.verifier.environment))
     for where, section in phases:
+        env_os = getattr(section, "os", "linux")
+        workdir = getattr(section, "workdir", None)
+        if env_os == "linux" and workdir is not None and not workdir.startswith("/"):
+            raise bad(f"[{where}] workdir {workdir!r}: expected an absolute path")
         if section.allowed_hosts is not None and section.network_mode != "allowlist":
             raise bad(f'[{where}] allowed_hosts needs network_mode = "allowlist"')
     for i, server in enumerate(cfg.environment.mcp_servers):

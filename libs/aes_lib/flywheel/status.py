@@ -24,9 +24,11 @@ Z95 = 1.959964
 
 
 def outcome_label(r: CalibrationResult) -> str:
-    """``admitted``, ``calibrate:<too_hard|too_easy|no_spread>``, or ``<stage>:<reason>`` of the rejecting gate."""
+    """``admitted`` (``admitted:no_reference`` for a task without a reference solution),
+    ``calibrate:<too_hard|too_easy|no_spread|unverified_too_hard>``, or ``<stage>:<reason>`` of
+    the rejecting gate."""
     if r.decision == "admitted":
-        return "admitted"
+        return "admitted:no_reference" if r.no_reference else "admitted"
     if r.decision != "rejected":
         return f"calibrate:{r.decision}"
     failed = [v for v in r.verdicts if not v.ok]

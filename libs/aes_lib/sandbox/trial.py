@@ -212,6 +212,7 @@ async def _agent_then_verifier(
     async def turn() -> tuple[AgentOutcome, IO[bytes]]:
         await _start_services(sb, task)
         outcome = await _agent_turn(sb, task, agent)
+        await _collect(sb, task)
         return outcome, await verifier.snapshot(sb)
 
     pristine, (outcome, snap) = await _while_surveyed(fresh, env, turn())
@@ -227,6 +228,7 @@ async def _agent_then_separate_verifier(
     async def turn() -> AgentOutcome:
         await _start_services(sb, task)
         outcome = await _agent_turn(sb, task, agent)
+        await _collect(sb, task)
         await sb.kill_all()
         return outcome
 
@@ -271,6 +273,13 @@ async def _start_services(sb: Sandbox, task: Task) -> None:
     if r is not None and r.exit_code != 0:
         how = f"ran past {STARTUP_TIMEOUT:g}s" if r.timed_out else f"exited {r.exit_code}"
         raise SandboxError(f"the domain's startup ({domain_of(task).startup}) {how}:\n{r.output[-2000:]}")
+
+
+async def _collect(sb: Sandbox, task: Task) -> None:
+    """Harbor's ``[[verifier.collect]]`` hooks, in the agent's container after its turn: best
+    effort, as in Harbor (a failing hook is no verdict; the tests see what it left)."""
+    for hook in task.config.verifier.collect:
+        await sb.exec(hook.command, timeout=hook.timeout_sec, user=hook.user)
 
 
 async def _agent_turn(sb: Sandbox, task: Task, agent: Agent) -> AgentOutcome:

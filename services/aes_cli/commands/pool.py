@@ -23,7 +23,8 @@ from aes_lib.flywheel.config import FlywheelConfig
 from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
 from aes_lib.sandbox import ImageCache
 from aes_lib.sandbox.container import LimitCaps
-from aes_ops.seeding import SEEDS_DIR, ImportedTask, export, seed_dirs, seed_pool, validate_dataset
+from aes_ops.seeding import (SEEDS_DIR, ImportedTask, export, seed_dirs, seed_pool, send_to_calibration,
+                             validate_dataset)
 
 
 async def _with_bus(fn):
@@ -71,14 +72,19 @@ def _seed_from(args: argparse.Namespace) -> int:
                 root, images, Path(scratch), jobs=args.jobs, network=network,
                 progress=lambda src, line: progress.step(f"{src.name}: {line}")))
         print(render_import(tasks, skipped))
-        valid = [t.folder for t in tasks if t.report.ok]
+        valid = [t.folder for t in tasks if t.report.ok and not t.report.no_reference]
+        unverified = [t.folder for t in tasks if t.report.ok and t.report.no_reference]
 
         async def go(bus, store):
             events = await seed_pool(bus, store, valid)
+            sent = await send_to_calibration(bus, unverified)
             idx = await store.index()
             print(f"seeded {len(events)} of {len(tasks)} tasks from {root} (network of imported tasks: {network}); "
                   f"pool has {len(idx.active)}")
-        if valid:
+            if sent:
+                print(f"sent {len(sent)} tasks without a reference solution to the calibrator: admitted (marked "
+                      "no_reference) if some solver attempt passes, else unverified_too_hard")
+        if valid or unverified:
             asyncio.run(_with_bus(go))
         else:
             print(f"seeded 0 of {len(tasks)} tasks from {root}: none is valid")
@@ -88,7 +94,8 @@ def _seed_from(args: argparse.Namespace) -> int:
 def render_import(tasks: list[ImportedTask], skipped: list[str]) -> str:
     """TASK, VERDICT, REASON, WARNINGS per task; then failures' details, warnings, skipped entries."""
     rows = [("TASK", "VERDICT", "REASON", "WARNINGS")] + [
-        (t.report.task, "valid" if t.report.ok else "NEEDS GPU" if t.report.reason == "needs_gpu" else "FAIL",
+        (t.report.task, ("no_reference" if t.report.no_reference else "valid") if t.report.ok
+         else "NEEDS GPU" if t.report.reason == "needs_gpu" else "FAIL",
          t.report.reason, str(len(t.report.warnings))) for t in tasks]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
@@ -104,7 +111,7 @@ def _list(args: argparse.Namespace) -> int:
         for e in await store.active_entries():
             mean = "-" if e.mean_reward is None else f"{e.mean_reward:.2f}"
             print(f"{e.env_id[:16]}  {e.source:<11} {e.domain or 'terminal':<12} {e.category or '-':<18} "
-                  f"mean {mean:<5} {e.name}")
+                  f"mean {mean:<5} {e.name}{'  no_reference' if e.no_reference else ''}")
     asyncio.run(_with_bus(go))
     return 0
 

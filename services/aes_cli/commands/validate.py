@@ -56,7 +56,8 @@ async def _one(path: Path, images: ImageCache, sem: asyncio.Semaphore, progress:
             if root is not None:
                 if imported is not None:
                     root = await asyncio.to_thread(as_imported, root, Path(tmp) / "imported", imported)
-                report = await validate_in_domain(root, images, caps=images.caps, progress=step)
+                report = await validate_in_domain(root, images, caps=images.caps, progress=step,
+                                                  require_reference=imported is None)
     # A task that failed early skips its remaining steps.
     progress.step(f"{path.name}: {'pass' if report.ok else 'FAIL ' + report.reason}", advance=max(0, STEPS - seen))
     return report
@@ -82,7 +83,7 @@ def render(reports: list[ValidationReport]) -> str:
         return "-" if x is None else f"{x:.3g}"
 
     rows = [("TASK", "VERDICT", "REASON", "ORACLE", "NOP", "SECONDS")] + [
-        (r.task, "pass" if r.ok else "NEEDS GPU" if r.reason == "needs_gpu" else "FAIL", r.reason, fmt(r.oracle_reward), fmt(r.nop_reward), f"{r.seconds:.1f}")
+        (r.task, ("pass (no reference)" if r.no_reference else "pass") if r.ok else "NEEDS GPU" if r.reason == "needs_gpu" else "FAIL", r.reason, fmt(r.oracle_reward), fmt(r.nop_reward), f"{r.seconds:.1f}")
         for r in reports
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
