@@ -1,4 +1,4 @@
-"""A tiny in-memory key-value store over HTTP (the task's database service)."""
+"""A tiny in-memory key-value store over HTTP (the database service of the .yml compose task)."""
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 DATA = {"shelf_a": "41", "shelf_b": "17"}
