@@ -24,7 +24,7 @@ from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
 from aes_lib.sandbox import ImageCache
 from aes_lib.sandbox.container import LimitCaps
 from aes_ops.seeding import (SEEDS_DIR, ImportedTask, export, seed_dirs, seed_pool, send_to_calibration,
-                             validate_dataset)
+                             validate_dataset, write_report)
 
 
 async def _with_bus(fn):
@@ -52,7 +52,7 @@ def _seed_from(args: argparse.Namespace) -> int:
     """Validate every task of a Harbor dataset, print a table, seed the valid ones; 1 if any failed."""
     import docker
 
-    from aes_cli.commands.validate import STEPS
+    from aes_cli.commands.validate import STEPS, render_precheck
 
     root: Path = args.source
     if not root.is_dir():
@@ -70,10 +70,14 @@ def _seed_from(args: argparse.Namespace) -> int:
             images = ImageCache(docker.from_env(), caps=LimitCaps(allow_network=True))
             tasks, skipped = asyncio.run(validate_dataset(
                 root, images, Path(scratch), jobs=args.jobs, network=network,
-                progress=lambda src, line: progress.step(f"{src.name}: {line}")))
+                progress=lambda src, line: progress.step(f"{src.name}: {line}"), journal=args.journal,
+                checked=lambda checks: print(render_precheck(checks) + "\n", flush=True)))
         print(render_import(tasks, skipped))
-        valid = [t.folder for t in tasks if t.report.ok and not t.report.no_reference]
-        unverified = [t.folder for t in tasks if t.report.ok and t.report.no_reference]
+        if args.report:
+            write_report(tasks, skipped, args.report)
+        kept = [t for t in tasks if t.report.ok and t.how != "duplicate"]
+        valid = [t.folder for t in kept if not t.report.no_reference]
+        unverified = [t.folder for t in kept if t.report.no_reference]
 
         async def go(bus, store):
             events = await seed_pool(bus, store, valid)
@@ -153,6 +157,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "every task, print a table, seed the valid ones; exit 1 if any failed. A task that "
                         "leaves its network unset gets AES_IMPORTED_NETWORK's policy")
     s.add_argument("-j", "--jobs", type=int, default=1, help="with --from: tasks validated at once (default 1)")
+    s.add_argument("--journal", type=Path, metavar="FILE",
+                   help="with --from: record each finished task here; a rerun after an interruption skips them")
+    s.add_argument("--report", type=Path, metavar="FILE", help="with --from: write every task's verdict as JSON")
     s.set_defaults(func=_seed)
     ps.add_parser("list", help="active environments").set_defaults(func=_list)
     r = ps.add_parser("review", help="rerun the solver on the pool, retire out-of-band tasks, plan replacements")

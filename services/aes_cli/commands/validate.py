@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 from aes_cli.errors import CommandError
 from aes_cli.output import Progress, print_json
 from aes_lib.bundle import BundleError, unpack
-from aes_lib.bundle.imported import ImportedNetwork, as_imported
+from aes_lib.bundle.imported import ImportedNetwork, as_imported, dataset_tasks
+from aes_lib.bundle.precheck import Precheck, precheck
 from aes_lib.config import Settings
 from aes_lib.domains.validation import validate_in_domain
 from aes_lib.sandbox import ImageCache, ValidationReport
@@ -25,13 +28,38 @@ STEPS = 4
 domain has none, or that failed early, makes up the steps it skipped at its last line)."""
 
 
-def _check(path: Path) -> None:
-    """A path that is neither a task folder nor a file is a usage error, not a verdict
-    (an archive that does not unpack is one: ``invalid_bundle``)."""
+def _expand(path: Path) -> list[Path]:
+    """The task folders or bundles ``path`` names: itself, or a dataset folder's tasks. A path
+    that is none of these is a usage error, not a verdict (an archive that does not unpack is
+    one: ``invalid_bundle``)."""
     if not path.exists():
         raise CommandError(f"{path}: no such task folder or bundle")
     if path.is_dir() and not (path / "task.toml").is_file():
-        raise CommandError(f"{path}: not a task folder (no task.toml)")
+        found = dataset_tasks(path).dirs
+        if not found:
+            raise CommandError(f"{path}: not a task folder (no task.toml) nor a dataset of task folders")
+        return found
+    return [path]
+
+
+def render_precheck(checks: list[Precheck]) -> str:
+    """A table of what would be built, what is unsupported and why, what does not load; then counts."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table("TASK", "VERDICT", "WHY", box=None, pad_edge=False)
+    for c in checks:
+        table.add_row(Text(c.task or c.path), c.verdict, Text(c.detail))  # Text: no markup from task files
+    console = Console(width=200, record=True, file=open(os.devnull, "w"))
+    console.print(table)
+    counts = Counter(c.verdict for c in checks)
+    summary = ", ".join(f"{counts[v]} {v}" for v in ("build", "no_reference", "unsupported", "load_error") if counts[v])
+    digests = [c.digest for c in checks if c.would_build and c.digest]
+    dupes = len(digests) - len(set(digests))
+    text = "\n".join(line.rstrip() for line in console.export_text().splitlines())
+    return text + f"\n\n{len(checks)} tasks: {summary}" + (
+        f"; {dupes} identical to another (validated once)" if dupes else "")
 
 
 async def _one(path: Path, images: ImageCache, sem: asyncio.Semaphore, progress: Progress,
@@ -98,10 +126,19 @@ def warn_lines(reports: list[ValidationReport]) -> list[str]:
     return [""] + warns if warns else []
 
 
+def _precheck(paths: list[Path], as_json: bool) -> int:
+    checks = [precheck(p) for p in paths]
+    if as_json:
+        print_json(checks)
+    else:
+        print(render_precheck(checks))
+    return 0 if all(c.would_build for c in checks) else 1
+
+
 def _run(args: argparse.Namespace) -> int:
-    paths = [Path(p) for p in args.paths]
-    for p in paths:
-        _check(p)
+    paths = [p for arg in args.paths for p in _expand(Path(arg))]
+    if args.precheck:
+        return _precheck(paths, args.json)
     imported = Settings.from_env().imported_network if args.imported else None
     with Progress("validate", total=STEPS * len(paths)) as progress:
         reports = asyncio.run(validate_paths(paths, args.jobs, progress, imported))
@@ -118,7 +155,11 @@ def _run(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("validate", help="build each task and check oracle == 1.0, nop < 0.5 and its domain's rules")
-    p.add_argument("paths", nargs="+", metavar="PATH", help="task directory or .tar.gz bundle")
+    p.add_argument("paths", nargs="+", metavar="PATH",
+                   help="task directory, .tar.gz bundle, or a dataset folder (its task folders one level down)")
+    p.add_argument("--precheck", action="store_true",
+                   help="only load and pre-check (no build): would build, no_reference, unsupported and why, or the "
+                        "load error; exit 1 if any task would not build")
     p.add_argument("-j", "--jobs", type=int, default=1, help="tasks validated at once (default 1)")
     p.add_argument("--logs", action="store_true", help="print the build/agent/verifier logs of failures")
     p.add_argument("--json", action="store_true",
