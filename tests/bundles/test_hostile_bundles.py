@@ -289,8 +289,7 @@ def test_extra_fields_load_with_warnings(tmp_path: Path, case: str, text: str, e
 def test_harbor_features_not_run_here_are_named() -> None:
     with pytest.raises(MissingFileError, match="missing steps/one/instruction.md"):  # as in Harbor
         unpack_text(TOML + '\n[[steps]]\nname = "one"\n')
-    assert parse_task_toml(TOML + '\n[[steps]]\nname = "one"\n').unsupported() == ["[[steps]]: a multi-step task (1 steps) loads, but this sandbox does not "
-                                          "run steps in order in one environment yet"]
+    assert parse_task_toml(TOML + '\n[[steps]]\nname = "one"\n').unsupported() == []  # run in order
     public = unpack_text(TOML + "network_mode = \"public\"\n")
     assert public.config.environment.allow_internet is True and public.config.unsupported() == []
 

@@ -165,7 +165,7 @@ def test_gpu_types_and_gpus_parse() -> None:
 
 
 @pytest.mark.parametrize(("text", "needs"), [
-    ('[[steps]]\nname = "one"\n[[steps]]\nname = "two"\n', "[[steps]]: a multi-step task (2 steps) loads"),
+    ('[verifier]\nenvironment_mode = "separate"\n[[steps]]\nname = "one"\n', "[[steps]] with a separate verifier"),
     ('[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = ["pypi.org"]\n', 'network_mode = "allowlist"'),
     ('[environment]\nos = "Windows"\n', 'os = "windows"'),
     ('[environment.tpu]\ntype = "v6e"\ntopology = "2x4"\n', "needs a TPU"),

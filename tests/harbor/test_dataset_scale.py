@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXPECTED = {
     "compose-app-db": "build", "compose-main-build": "build", "compose-yml": "build", "prebuilt-image": "build",
     "registry-style": "build", "separate-verifier": "build", "verifier-collect": "build",
-    "no-solution": "no_reference", "multi-step": "unsupported", "network-allowlist": "unsupported",
+    "no-solution": "no_reference", "multi-step": "build", "network-allowlist": "unsupported",
     "windows": "unsupported", "empty-environment": "unsupported",
 }
 

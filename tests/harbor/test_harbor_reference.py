@@ -18,7 +18,6 @@ from aes_ops.seeding import export, seed_dirs, seed_pool
 TASKS = Path(__file__).parent / "tasks"
 FIXTURES = sorted(p.name for p in TASKS.iterdir() if (p / "task.toml").is_file())
 UNSUPPORTED = {
-    "multi-step": "[[steps]]: a multi-step task (2 steps) loads",
     "network-allowlist": 'network_mode = "allowlist" is not enforced',
     "windows": 'os = "windows" needs Windows containers',
     "empty-environment": "environment/ has no Dockerfile or docker-compose file",

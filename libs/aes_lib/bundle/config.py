@@ -9,7 +9,7 @@ What Harbor accepts is accepted here, with three kinds of difference:
   resources, environment variable names, an absolute ``workdir``, a known value of every
   enumerated field. Wrong types raise :class:`InvalidFieldError` (a string for a number is not
   converted); a file that is not TOML raises :class:`TomlSyntaxError`.
-- Harbor features this sandbox does not run yet (multi-step tasks, network allow-lists, collect hooks in sidecars, TPUs, Windows containers) parse fine;
+- Harbor features this sandbox does not run yet (network allow-lists, collect hooks in sidecars, TPUs, Windows containers) parse fine;
   :meth:`TaskConfig.unsupported` names those a task needs, and validation answers
   ``unsupported`` for it. Features that only help an agent or a report (MCP servers,
   artifacts, skills, healthchecks, per-phase network overrides) are accepted and noted in
@@ -226,7 +226,8 @@ class SolutionConfig(_Section, frozen=True):
 
 
 class StepConfig(_Section, frozen=True):
-    """One ``[[steps]]`` of a multi-step task (Harbor); ``unsupported`` here."""
+    """One ``[[steps]]`` of a multi-step task (Harbor): run in order in one environment, each
+    with steps/<name>/instruction.md and its tests (``aes_lib.sandbox.trial``)."""
 
     name: Annotated[str, msgspec.Meta(min_length=1)]
     agent: AgentConfig = AgentConfig()
@@ -259,7 +260,7 @@ class TaskConfig(_Section, frozen=True):
     multi_step_reward_strategy: Literal["mean", "final"] | None = None
     """How a multi-step task's reward is derived from its steps'."""
     steps: tuple[StepConfig, ...] | None = None
-    """``[[steps]]``: a multi-step task; ``unsupported`` here."""
+    """``[[steps]]``: a multi-step task."""
     artifacts: tuple[Artifact, ...] = ()
     """Paths collected after the run; not collected here."""
     extras: dict[str, Any] = msgspec.field(default_factory=dict, name="__aes_extras__")
@@ -298,9 +299,12 @@ class TaskConfig(_Section, frozen=True):
         if sidecar := sorted({h.service for h in self.verifier.collect if h.service != "main"}):
             out.append(f"[[verifier.collect]] hooks in services other than main ({', '.join(sidecar)}) are not run "
                        "by this sandbox yet")
-        if self.steps:
-            out.append(f"[[steps]]: a multi-step task ({len(self.steps)} steps) loads, but this sandbox does not "
-                       "run steps in order in one environment yet")
+        if self.steps and self.verifier.separate:
+            out.append("[[steps]] with a separate verifier are not run by this sandbox yet (each step's tests run "
+                       "on the agent's files carried into a fresh container of the same image)")
+        if any(step.verifier.collect or step.verifier.environment is not None or step.verifier.environment_mode
+               for step in self.steps or ()):
+            out.append("[[steps]] verifier settings of their own (collect, environment) are not run by this sandbox yet")
         if env.network_mode == "allowlist":
             out.append('[environment] network_mode = "allowlist" is not enforced by this sandbox yet (no egress filter)')
         if env.os == "windows":

@@ -8,6 +8,8 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+import msgspec
+
 from aes_lib.bundle.compose import ComposeSpec, load_compose
 from aes_lib.bundle.config import TaskConfig, parse_task_toml
 from aes_lib.bundle.errors import (
@@ -74,6 +76,8 @@ class Task:
     """The services of environment/docker-compose.yaml (or .yml) beside the main container, if any."""
     steps: tuple[str, ...] = ()
     """Each ``[[steps]]`` step's instruction, in order (``instruction`` is the first's)."""
+    step: str | None = None
+    """Set on the view of one step (:meth:`for_step`): its solution/ and tests/ are the step's."""
 
     @classmethod
     def load(cls, root: str | Path, limits: BundleLimits = BundleLimits()) -> "Task":
@@ -113,9 +117,24 @@ class Task:
         compose file's."""
         return self.config.warnings() + list(self.compose.warnings if self.compose else ())
 
+    def for_step(self, index: int) -> "Task":
+        """Step ``index`` of a multi-step task as a task of its own, as Harbor runs it: the
+        step's instruction, solution/ and tests/ (else the shared tests/), and its [agent]
+        timeout and user where it sets them."""
+        assert self.config.steps and self.step is None
+        step = self.config.steps[index]
+        agent = msgspec.structs.replace(
+            self.config.agent, timeout_sec=step.agent.timeout_sec or self.config.agent.timeout_sec,
+            user=step.agent.user if step.agent.user is not None else self.config.agent.user)
+        return dataclasses.replace(self, step=step.name, instruction=self.steps[index],
+                                   config=msgspec.structs.replace(self.config, agent=agent))
+
     @property
     def has_solution(self) -> bool:
-        """Whether the task ships its reference solution (solution/solve.sh)."""
+        """Whether the task ships its reference solution (solution/solve.sh; for a multi-step
+        task, every step's)."""
+        if self.config.steps and self.step is None:
+            return all((self.root / "steps" / s.name / "solution" / "solve.sh").is_file() for s in self.config.steps)
         return (self.solution_dir / "solve.sh").is_file()
 
     @property
@@ -124,6 +143,10 @@ class Task:
         (``TaskConfig.unsupported``) and an environment with no recipe."""
         out = self.config.unsupported()
         env = self.config.environment
+        for step in self.config.steps or ():
+            if (self.root / "steps" / step.name / "workdir").exists():
+                out.append(f"steps/{step.name}/workdir (files and setup.sh staged before a step) is not run by this "
+                           "sandbox yet")
         if env.os != "windows" and not env.docker_image and self.compose is None and \
                 not (self.environment_dir / "Dockerfile").is_file():
             out.append("environment/ has no Dockerfile or docker-compose file and task.toml no docker_image: "
@@ -142,10 +165,12 @@ class Task:
 
     @property
     def solution_dir(self) -> Path:
-        return self.root / "solution"
+        return self.root / "steps" / self.step / "solution" if self.step else self.root / "solution"
 
     @property
     def tests_dir(self) -> Path:
+        if self.step and (self.root / "steps" / self.step / "tests" / "test.sh").is_file():
+            return self.root / "steps" / self.step / "tests"
         return self.root / "tests"
 
 
