@@ -134,13 +134,16 @@ async def validate_dataset(root: Path, images, scratch: Path, *, jobs: int = 1,
                            progress: Callable[[Path, str], None] | None = None,
                            journal: Path | None = None,
                            checked: Callable[[list[Precheck]], None] | None = None,
+                           require_reference: bool = False,
                            ) -> tuple[list[ImportedTask], list[str]]:
     """Validate every task of the Harbor dataset at ``root`` (``validate_in_domain``, ``jobs``
     at a time) as imported human-written tasks under the ``network`` policy; copies it makes
     go under ``scratch``, which must outlive the seeding. Every task is loaded and pre-checked
     first (``checked`` hears the verdicts before anything is built); only those that would
     build are validated, each content digest once, and none that ``journal`` records as
-    finished. Returns the tasks and the index entries that name no local task (``dataset_tasks``)."""
+    finished. ``require_reference``: refuse tasks without a reference solution (``aes validate``
+    of a dataset not marked imported). Returns the tasks and the index entries that name no
+    local task (``dataset_tasks``)."""
     from aes_lib.domains.validation import validate_in_domain
     from aes_lib.sandbox import ValidationReport
 
@@ -158,7 +161,8 @@ async def validate_dataset(root: Path, images, scratch: Path, *, jobs: int = 1,
         async with sem:
             folder = await asyncio.to_thread(as_imported, source, scratch / str(i), network)
             say = (lambda line: progress(source, line)) if progress else None
-            report = await validate_in_domain(folder, images, caps=images.caps, progress=say, require_reference=False)
+            report = await validate_in_domain(folder, images, caps=images.caps, progress=say,
+                                              require_reference=require_reference)
         done.record(digest, report)
         return folder, report
 

@@ -97,3 +97,27 @@ def test_an_import_killed_midway_resumes_without_redoing_finished_tasks(tmp_path
     assert resumed and not (resumed & redone)  # nothing the journal holds ran again
     assert rows["motd-0-again"][0] in ("duplicate", "resumed") and "motd-0-again" not in redone
     assert len(journal.read_text().splitlines()) == 3  # one line per distinct task, none twice
+
+
+@pytest.mark.docker
+def test_validate_a_dataset_folder_prechecks_dedupes_journals_and_reports(tmp_path, capsys) -> None:
+    from aes_cli.main import main
+
+    pytest.importorskip("docker").from_env().images.get("aes-base:latest")
+    root = _dataset(tmp_path / "ds")
+    shutil.rmtree(root / "motd-2")
+    shutil.copytree(TASKS / "windows", root / "windows")
+    journal, report = tmp_path / "journal.jsonl", tmp_path / "report.json"
+    args = ["validate", str(root), "--journal", str(journal), "--report", str(report)]
+    assert main(args) == 1  # the Windows task is unsupported
+    out = capsys.readouterr().out
+    # The pre-check table comes before anything is built.
+    assert out.index("4 tasks: 3 build, 1 unsupported; 1 identical to another") < out.index("ORACLE")
+    doc = json.loads(report.read_text())
+    assert {Path(t["source"]).name: (t["how"], t["reason"]) for t in doc["tasks"]} == {
+        "motd-0": ("validated", "ok"), "motd-0-again": ("duplicate", "ok"), "motd-1": ("validated", "ok"),
+        "windows": ("prechecked", "unsupported")}
+    assert main(args) == 1  # again: nothing is rebuilt or rerun
+    assert {Path(t["source"]).name: t["how"] for t in json.loads(report.read_text())["tasks"]} == {
+        "motd-0": "resumed", "motd-0-again": "resumed", "motd-1": "resumed", "windows": "prechecked"}
+    assert "3 resumed from" in capsys.readouterr().out

@@ -306,7 +306,10 @@ class TaskConfig(_Section, frozen=True):
                for step in self.steps or ()):
             out.append("[[steps]] verifier settings of their own (collect, environment) are not run by this sandbox yet")
         if env.network_mode == "allowlist":
-            out.append('[environment] network_mode = "allowlist" is not enforced by this sandbox yet (no egress filter)')
+            hosts = ", ".join(env.allowed_hosts or ()) or "none"
+            out.append(f'[environment] network_mode = "allowlist" (allowed_hosts: {hosts}) is not enforced by this '
+                       "sandbox yet: its egress network filters by address, not by host name, so the task is not run "
+                       "rather than run with more or less network than it asks")
         if env.os == "windows":
             out.append('[environment] os = "windows" needs Windows containers, which this sandbox does not run')
         if env.tpu is not None:

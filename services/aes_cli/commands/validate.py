@@ -135,10 +135,48 @@ def _precheck(paths: list[Path], as_json: bool) -> int:
     return 0 if all(c.would_build for c in checks) else 1
 
 
+def _run_dataset(args: argparse.Namespace, root: Path) -> int:
+    """A dataset folder: every task pre-checked (the table first), then validated ``--jobs`` at
+    a time, each content digest once, resuming from ``--journal``; ``--report`` gets the JSON."""
+    import docker
+
+    from aes_ops.seeding import validate_dataset, write_report
+
+    network: ImportedNetwork = Settings.from_env().imported_network if args.imported else "off"
+    count = len(dataset_tasks(root).dirs)
+    with tempfile.TemporaryDirectory(prefix="aes-validate-") as scratch:
+        with Progress("validate", total=STEPS * count) as progress:
+            images = ImageCache(docker.from_env(), caps=LimitCaps(allow_network=args.imported))
+            tasks, skipped = asyncio.run(validate_dataset(
+                root, images, Path(scratch), jobs=args.jobs, network=network, journal=args.journal,
+                require_reference=not args.imported,
+                progress=lambda src, line: progress.step(f"{src.name}: {line}"),
+                checked=None if args.json else lambda checks: print(render_precheck(checks) + "\n", flush=True)))
+    if args.report:
+        write_report(tasks, skipped, args.report)
+    reports = [t.report for t in tasks]
+    if args.json:
+        print_json(reports)
+    else:
+        print(render(reports))
+        resumed = sum(t.how == "resumed" for t in tasks)
+        dupes = sum(t.how == "duplicate" for t in tasks)
+        if resumed or dupes:
+            print(f"\n{resumed} resumed from {args.journal}, {dupes} identical to another task (validated once)")
+    return 0 if all(r.ok for r in reports) else 1
+
+
 def _run(args: argparse.Namespace) -> int:
+    datasets = [Path(a) for a in args.paths if Path(a).is_dir() and not (Path(a) / "task.toml").is_file()]
     paths = [p for arg in args.paths for p in _expand(Path(arg))]
     if args.precheck:
         return _precheck(paths, args.json)
+    if datasets:
+        if len(args.paths) != 1:
+            raise CommandError("a dataset folder is validated on its own: give it as the only PATH")
+        return _run_dataset(args, datasets[0])
+    if args.journal or args.report:
+        raise CommandError("--journal and --report apply to a dataset folder")
     imported = Settings.from_env().imported_network if args.imported else None
     with Progress("validate", total=STEPS * len(paths)) as progress:
         reports = asyncio.run(validate_paths(paths, args.jobs, progress, imported))
@@ -157,6 +195,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("validate", help="build each task and check oracle == 1.0, nop < 0.5 and its domain's rules")
     p.add_argument("paths", nargs="+", metavar="PATH",
                    help="task directory, .tar.gz bundle, or a dataset folder (its task folders one level down)")
+    p.add_argument("--journal", type=Path, metavar="FILE",
+                   help="with a dataset folder: record each finished task here; a rerun skips them")
+    p.add_argument("--report", type=Path, metavar="FILE", help="with a dataset folder: write every verdict as JSON")
     p.add_argument("--precheck", action="store_true",
                    help="only load and pre-check (no build): would build, no_reference, unsupported and why, or the "
                         "load error; exit 1 if any task would not build")
