@@ -110,7 +110,7 @@ class Journal:
                     continue
 
     def record(self, digest: str, report) -> None:
-        if self.path is None or not digest:
+        if self.path is None or not digest.startswith("sha256:"):
             return
         line = json.dumps({"digest": digest, "report": dataclasses.asdict(report)}) + "\n"
         with self.path.open("a", encoding="utf-8") as f:
@@ -154,7 +154,10 @@ async def validate_dataset(root: Path, images, scratch: Path, *, jobs: int = 1,
     if checked:
         checked(checks)
     done = Journal(journal)
+    # A verdict holds for the content under one policy: a rerun under another validates again.
+    policy = f"network={network},reference={'required' if require_reference else 'optional'}"
     sem = asyncio.Semaphore(max(1, jobs))
+    fields = {f.name for f in dataclasses.fields(ValidationReport)}
     first: dict[str, asyncio.Future] = {}
 
     async def validate(i: int, source: Path, digest: str) -> tuple[Path, object]:
@@ -163,14 +166,14 @@ async def validate_dataset(root: Path, images, scratch: Path, *, jobs: int = 1,
             say = (lambda line: progress(source, line)) if progress else None
             report = await validate_in_domain(folder, images, caps=images.caps, progress=say,
                                               require_reference=require_reference)
-        done.record(digest, report)
+        done.record(f"{digest} {policy}", report)
         return folder, report
 
     async def one(i: int, source: Path, check: Precheck) -> ImportedTask:
         if not check.would_build:
             return ImportedTask(source, source, prechecked_report(check), "prechecked")
-        if check.digest in done.done:
-            d = done.done[check.digest]
+        if f"{check.digest} {policy}" in done.done:
+            d = {k: v for k, v in done.done[f"{check.digest} {policy}"].items() if k in fields}
             report = ValidationReport(**{**d, "warnings": tuple(d.get("warnings", ()))})
             return ImportedTask(source, await asyncio.to_thread(as_imported, source, scratch / str(i), network),
                                 report, "resumed")
