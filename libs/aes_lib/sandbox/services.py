@@ -56,7 +56,7 @@ async def task_services(task: Task, images: ImageCache, limits: Limits,
     try:
         for name in spec.volumes:
             volumes[name] = await asyncio.to_thread(client.volumes.create, f"aes-vol-{uuid.uuid4().hex[:12]}",
-                                                    labels=all_labels)
+                                                    labels={**all_labels, SERVICES_NETWORK_LABEL: "1"})
         for service, image in zip(spec.services, service_images):
             await _wait(client, {d: started[d] for d in service.depends_on}, service.depends_on)
             mounts = {volumes[v].name: {"bind": path, "mode": "rw"} for v, path in service.volumes.items()}
