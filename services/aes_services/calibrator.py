@@ -50,7 +50,9 @@ class CalibratorService(SolverBackedService[CandidateEnv]):
 
         async def rollout(i: int, hints: str | None) -> RolloutEvidence:
             rid = rollout_id(msg, i)
-            out = await cached(kv, rid, lambda: runner.run(msg.bundle, msg.env_id, rid, hints))
+            # An imported task (a seed) runs in the sandbox imported tasks get, as in later rollouts.
+            out = await cached(kv, rid, lambda: runner.run(msg.bundle, msg.env_id, rid, hints,
+                                                           imported=msg.lineage.mode == "seed"))
             await announce(ctx, out, episode_id=msg.episode_id, group_id=f"{msg.env_id}:calibration:rev{msg.lineage.revision}",
                            purpose="diagnostic" if i == DIAGNOSTIC else "calibration")
             return RolloutEvidence(out.reward, out.failure)

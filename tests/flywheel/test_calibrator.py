@@ -124,7 +124,7 @@ async def test_an_imported_task_without_a_reference_some_attempts_pass_joins_the
     assert not srv.errors and c.no_reference and c.lineage.mode == "seed"
     assert (result.decision, result.rewards, result.no_reference) == ("admitted", (1.0, 0.0, 1.0, 0.0), True)
     [entry] = await PoolStore(await bus.kv(BUCKET)).active_entries()
-    assert entry.env_id == c.env_id and entry.no_reference
+    assert entry.env_id == c.env_id and entry.no_reference and entry.source == "seed"  # imported: a seed
     manifest = export([entry], bus.blobs, tmp_path / "export")
     [meta] = tomllib.loads(manifest.read_text())["metadata"]["aes"]
     assert meta["no_reference"] is True
