@@ -216,3 +216,11 @@ def test_grant_network_writes_allow_internet(text: str) -> None:
 def test_an_explicit_network_is_not_unset() -> None:
     assert not leaves_network_unset("[environment]\nallow_internet = false\n")
     assert not leaves_network_unset('[environment]\nnetwork_mode = "no-network"\n')
+
+
+@pytest.mark.parametrize("name", ["../escape", "a/b", "a\\u0000b", "trailing.", ".."])
+def test_step_names_are_one_portable_folder_name(name: str) -> None:
+    # Harbor's rule; a step's files are read from steps/<name>/, never outside it.
+    with pytest.raises(InvalidFieldError, match=r"\[\[steps\]\] name"):
+        parse_task_toml(f'[[steps]]\nname = "{name}"\n')
+    assert parse_task_toml('[[steps]]\nname = "write the file"\n').steps[0].name == "write the file"

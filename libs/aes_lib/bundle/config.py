@@ -41,6 +41,7 @@ NetworkMode = Literal["public", "no-network", "allowlist"]
 
 _NAME_PATTERN = r"^[A-Za-z0-9_\-][A-Za-z0-9_.\-]*/[A-Za-z0-9_\-][A-Za-z0-9_.\-]*$"
 _SCHEMA_1X = re.compile(r"^1\.\d+$")
+_STEP_NAME = re.compile(r'^[^\x00-\x1f/\\:*?"<>|]{1,255}$')
 
 
 class _Section(msgspec.Struct, kw_only=True, frozen=True):
@@ -474,6 +475,11 @@ def _check_rules(cfg: TaskConfig) -> None:
         source = artifact if isinstance(artifact, str) else artifact.source
         if ".." in source.split("/"):
             raise bad(f"artifact source {source!r} has a '..' component")
+    for step in cfg.steps or ():
+        # Harbor's rule: one portable folder name under steps/.
+        if not _STEP_NAME.match(step.name) or step.name in (".", "..") or step.name.endswith((".", " ")):
+            raise bad(f"[[steps]] name {step.name!r}: expected a folder name (no path separators, control or "
+                      "reserved characters, or trailing dot or space)")
     names = [step.name.casefold() for step in cfg.steps or ()]
     if len(set(names)) != len(names):
         raise bad("[[steps]] names must be unique")
