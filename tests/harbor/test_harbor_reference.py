@@ -18,7 +18,7 @@ from aes_ops.seeding import export, seed_dirs, seed_pool
 TASKS = Path(__file__).parent / "tasks"
 FIXTURES = sorted(p.name for p in TASKS.iterdir() if (p / "task.toml").is_file())
 UNSUPPORTED = {
-    "network-allowlist": 'network_mode = "allowlist" is not enforced',
+    "network-allowlist": 'network_mode = "allowlist" (allowed_hosts: pypi.org) is not enforced',
     "windows": 'os = "windows" needs Windows containers',
     "empty-environment": "environment/ has no Dockerfile or docker-compose file",
 }
