@@ -142,6 +142,9 @@ class CandidateEnv(Message, frozen=True):
     completion_tokens: int = 0
     proposal: ProposalRef | None = None
     """The proposer episode that wrote this candidate (None for seeds)."""
+    no_reference: bool = False
+    """An imported task without a reference solution: no oracle ran; the calibrator admits it
+    only if some solver attempt passes (else ``unverified_too_hard``)."""
 
 
 class ValidationResult(Message, frozen=True):
@@ -203,7 +206,8 @@ class CalibrationResult(Message, frozen=True):
 
     env_id: str
     lineage: Lineage
-    decision: Literal["admitted", "too_hard", "too_easy", "no_spread", "rejected"]
+    decision: Literal["admitted", "too_hard", "too_easy", "no_spread", "rejected", "unverified_too_hard"]
+    """``unverified_too_hard``: a task without a reference solution that no solver attempt passed."""
     rewards: tuple[float, ...] = ()
     mean: float = 0.0
     std: float = 0.0
@@ -215,6 +219,8 @@ class CalibrationResult(Message, frozen=True):
     verdicts: tuple[Verdict, ...] = ()
     proposal: ProposalRef | None = None
     """The proposer episode behind the candidate; ``proposer_reward`` is its reward."""
+    no_reference: bool = False
+    """The task has no reference solution (``CandidateEnv.no_reference``)."""
 
 
 class PoolEvent(Message, frozen=True):

@@ -51,6 +51,8 @@ class PoolEntry(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields
     """Harbor task name, used as the directory name on export."""
     retired: bool = False
     """Set once the environment leaves the pool; a retired environment never comes back."""
+    no_reference: bool = False
+    """Admitted without a reference solution (an imported task some solver attempts passed)."""
 
 
 class PoolIndex(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):

@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
+import os
 import re
 import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from aes_proto import subjects
-from aes_proto.messages import PoolEvent
+from aes_proto.messages import CandidateEnv, Lineage, PoolEvent
 
 from aes_lib.bundle import Task, harbor_dataset, pack, unpack
 from aes_lib.bundle.imported import ImportedNetwork, as_imported, dataset_tasks
+from aes_lib.bundle.precheck import Precheck, precheck
 from aes_lib.domains import domain_name
 from aes_lib.domains.terminal import SEEDS_DIR
 from aes_proto.records import PoolEntry
@@ -58,6 +61,22 @@ async def seed_pool(bus, store: PoolStore, dirs: Sequence[Path]) -> list[PoolEve
     return events
 
 
+async def send_to_calibration(bus, dirs: Sequence[Path]) -> list[CandidateEnv]:
+    """Hand imported tasks without a reference solution to the calibrator: no oracle showed
+    they can be solved, so the solver's attempts decide (admitted and marked ``no_reference``,
+    or ``unverified_too_hard``). Keys derive from the content: sending again repeats them."""
+    sent = []
+    for d in dirs:
+        entry = await asyncio.to_thread(seed_entry, d, bus.blobs)
+        key = f"import-{entry.env_id[:16]}"
+        c = CandidateEnv(idempotency_key=f"{key}:candidate", episode_id=key, env_id=entry.env_id, bundle=entry.bundle,
+                         lineage=Lineage(assignment_id=key, category=entry.category, domain=entry.domain, mode="seed"),
+                         route=("calibrate",), no_reference=True)
+        await bus.publish(subjects.stage("calibrate"), c)
+        sent.append(c)
+    return sent
+
+
 @dataclasses.dataclass(frozen=True)
 class ImportedTask:
     """One task of an imported dataset, validated."""
@@ -68,31 +87,114 @@ class ImportedTask:
     """What was validated and is seeded: ``source``, or its copy with the network granted."""
     report: object
     """Its ``ValidationReport``."""
+    how: str = "validated"
+    """``validated``; ``prechecked`` (never built: unsupported or not loadable); ``resumed``
+    (finished by an earlier run, read from the journal); ``duplicate`` (same content digest as
+    another task of the dataset, validated once)."""
+
+
+class Journal:
+    """What a run has finished, one JSON line per task, appended as each ends and keyed by the
+    task's content digest: a run killed at any point resumes without redoing those tasks (a
+    torn last line is ignored)."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.done: dict[str, dict] = {}
+        if path is not None and path.is_file():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    entry = json.loads(line)
+                    self.done[entry["digest"]] = entry["report"]
+                except (ValueError, KeyError, TypeError):
+                    continue
+
+    def record(self, digest: str, report) -> None:
+        if self.path is None or not digest.startswith("sha256:"):
+            return
+        line = json.dumps({"digest": digest, "report": dataclasses.asdict(report)}) + "\n"
+        with self.path.open("a", encoding="utf-8") as f:
+            f.write(line)
+            f.flush()
+            os.fsync(f.fileno())
+        self.done[digest] = dataclasses.asdict(report)
+
+
+def prechecked_report(check: Precheck):
+    """The verdict of a task that is not built: ``unsupported`` or ``invalid_bundle``."""
+    from aes_lib.sandbox import ValidationReport
+
+    reason = "unsupported" if check.verdict == "unsupported" else "invalid_bundle"
+    detail = f"unsupported: {check.detail}" if reason == "unsupported" else check.detail
+    return ValidationReport(task=check.task or check.path, ok=False, reason=reason, detail=detail)
 
 
 async def validate_dataset(root: Path, images, scratch: Path, *, jobs: int = 1,
                            network: ImportedNetwork = "off",
-                           progress: Callable[[Path, str], None] | None = None) -> tuple[list[ImportedTask], list[str]]:
+                           progress: Callable[[Path, str], None] | None = None,
+                           journal: Path | None = None,
+                           checked: Callable[[list[Precheck]], None] | None = None,
+                           require_reference: bool = False,
+                           ) -> tuple[list[ImportedTask], list[str]]:
     """Validate every task of the Harbor dataset at ``root`` (``validate_in_domain``, ``jobs``
     at a time) as imported human-written tasks under the ``network`` policy; copies it makes
-    go under ``scratch``, which must outlive the seeding. Returns the tasks and the index
-    entries that name no local task (``dataset_tasks``)."""
+    go under ``scratch``, which must outlive the seeding. Every task is loaded and pre-checked
+    first (``checked`` hears the verdicts before anything is built); only those that would
+    build are validated, each content digest once, and none that ``journal`` records as
+    finished. ``require_reference``: refuse tasks without a reference solution (``aes validate``
+    of a dataset not marked imported). Returns the tasks and the index entries that name no
+    local task (``dataset_tasks``)."""
     from aes_lib.domains.validation import validate_in_domain
+    from aes_lib.sandbox import ValidationReport
 
     found = dataset_tasks(root)
     if not found.dirs:
         raise SeedsNotFoundError(f"no task directories (with task.toml) in the dataset at {root}")
+    checks = await asyncio.to_thread(lambda: [precheck(d) for d in found.dirs])
+    if checked:
+        checked(checks)
+    done = Journal(journal)
+    # A verdict holds for the content under one policy: a rerun under another validates again.
+    policy = f"network={network},reference={'required' if require_reference else 'optional'}"
     sem = asyncio.Semaphore(max(1, jobs))
+    fields = {f.name for f in dataclasses.fields(ValidationReport)}
+    first: dict[str, asyncio.Future] = {}
 
-    async def one(i: int, source: Path) -> ImportedTask:
+    async def validate(i: int, source: Path, digest: str) -> tuple[Path, object]:
         async with sem:
             folder = await asyncio.to_thread(as_imported, source, scratch / str(i), network)
             say = (lambda line: progress(source, line)) if progress else None
-            report = await validate_in_domain(folder, images, caps=images.caps, progress=say)
+            report = await validate_in_domain(folder, images, caps=images.caps, progress=say,
+                                              require_reference=require_reference)
+        done.record(f"{digest} {policy}", report)
+        return folder, report
+
+    async def one(i: int, source: Path, check: Precheck) -> ImportedTask:
+        if not check.would_build:
+            return ImportedTask(source, source, prechecked_report(check), "prechecked")
+        if f"{check.digest} {policy}" in done.done:
+            d = {k: v for k, v in done.done[f"{check.digest} {policy}"].items() if k in fields}
+            report = ValidationReport(**{**d, "warnings": tuple(d.get("warnings", ()))})
+            return ImportedTask(source, await asyncio.to_thread(as_imported, source, scratch / str(i), network),
+                                report, "resumed")
+        if check.digest and check.digest in first:
+            folder, report = await first[check.digest]
+            return ImportedTask(source, folder, report, "duplicate")
+        job = asyncio.ensure_future(validate(i, source, check.digest))
+        if check.digest:
+            first[check.digest] = job
+        folder, report = await job
         return ImportedTask(source, folder, report)
 
-    tasks = await asyncio.gather(*(one(i, d) for i, d in enumerate(found.dirs)))
+    tasks = await asyncio.gather(*(one(i, d, c) for i, (d, c) in enumerate(zip(found.dirs, checks))))
     return list(tasks), found.skipped
+
+
+def write_report(tasks: Sequence[ImportedTask], skipped: Sequence[str], path: Path) -> None:
+    """The run as one JSON document: each task's source, how it was decided, and its report."""
+    doc = {"tasks": [{"source": str(t.source), "how": t.how, **dataclasses.asdict(t.report)} for t in tasks],
+           "skipped": list(skipped)}
+    path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
 
 
 _UNSAFE_NAME = re.compile(r"[^-_.A-Za-z0-9]")
@@ -118,7 +220,7 @@ def export(entries: Sequence[PoolEntry], blobs, dest: Path, name: str = "aes/poo
             tasks.append(harbor_dataset.DatasetTask(
                 name=task_name, folder=folder, digest=harbor_dataset.content_digest(dest / folder),
                 info={"env_id": e.env_id, "domain": e.domain, "category": e.category, "source": e.source,
-                      "mean_reward": e.mean_reward, "round": e.round}))
+                      "mean_reward": e.mean_reward, "round": e.round, "no_reference": e.no_reference or None}))
     except BaseException:
         # The folder was empty: leave it so, ready for the next try, rather than half a dataset.
         for child in dest.iterdir():

@@ -3,7 +3,8 @@
 Consumes ``aes.candidate.calibrate``; publishes each attempt (``RolloutSummary``, ``TrajectoryRef``),
 the ``CalibrationResult``, and, for a candidate outside the band with revisions
 left, an ``Assignment`` (revision + 1) that returns it to its proposer with the
-evidence. Every published key derives from the candidate, and finished rollouts
+evidence. A task without a reference solution (an imported one, ``no_reference``) is decided by
+the attempts alone: admitted if some pass, else ``unverified_too_hard``. Every published key derives from the candidate, and finished rollouts
 are cached in KV, so a redelivery (after a crash) resumes and republishes
 nothing new.
 """
@@ -49,7 +50,9 @@ class CalibratorService(SolverBackedService[CandidateEnv]):
 
         async def rollout(i: int, hints: str | None) -> RolloutEvidence:
             rid = rollout_id(msg, i)
-            out = await cached(kv, rid, lambda: runner.run(msg.bundle, msg.env_id, rid, hints))
+            # An imported task (a seed) runs in the sandbox imported tasks get, as in later rollouts.
+            out = await cached(kv, rid, lambda: runner.run(msg.bundle, msg.env_id, rid, hints,
+                                                           imported=msg.lineage.mode == "seed"))
             await announce(ctx, out, episode_id=msg.episode_id, group_id=f"{msg.env_id}:calibration:rev{msg.lineage.revision}",
                            purpose="diagnostic" if i == DIAGNOSTIC else "calibration")
             return RolloutEvidence(out.reward, out.failure)
@@ -57,7 +60,7 @@ class CalibratorService(SolverBackedService[CandidateEnv]):
         async def hints() -> str:
             return await runner.reference_solution(msg.bundle)
 
-        result = await calibrate(rule, msg.lineage.revision, rollout, hints)
+        result = await calibrate(rule, msg.lineage.revision, rollout, hints, no_reference=msg.no_reference)
         d = result.decision
         feedback = feedback_text(d, result.rollouts, result.diagnostic, (rule.band_low, rule.band_high))
         log.info("calibrated", extra={
@@ -69,7 +72,7 @@ class CalibratorService(SolverBackedService[CandidateEnv]):
             env_id=msg.env_id, lineage=msg.lineage, decision=d.outcome,
             rewards=tuple(r.reward for r in result.rollouts), mean=d.mean, std=d.std,
             proposer_reward=d.proposer_reward, resubmitted=d.resubmit,
-            bundle=msg.bundle, proposal=msg.proposal,
+            bundle=msg.bundle, proposal=msg.proposal, no_reference=msg.no_reference,
             verdicts=msg.verdicts + (Verdict(stage="calibrate", ok=d.outcome == "admitted", reason=d.outcome,
                                              detail=feedback if d.outcome != "admitted" else ""),),
         ))

@@ -52,8 +52,11 @@ class PoolService(Service[CalibrationResult]):
         entry = PoolEntry(
             env_id=msg.env_id, bundle=msg.bundle, category=msg.lineage.category, domain=msg.lineage.domain,
             mean_reward=msg.mean,
-            source="calibration", assignment_id=msg.lineage.assignment_id, episode_id=msg.episode_id,
-            round=msg.lineage.round,
+            # A seed calibrated on admission (an imported task without a reference) stays a seed:
+            # its later rollouts keep the imported sandbox.
+            source="seed" if msg.lineage.mode == "seed" else "calibration",
+            assignment_id=msg.lineage.assignment_id, episode_id=msg.episode_id,
+            round=msg.lineage.round, no_reference=msg.no_reference,
         )
         change = await store.admit(entry)
         assert change.admission is not None

@@ -52,7 +52,7 @@ def test_no_compose_file_is_none(tmp_path) -> None:
 
 @pytest.mark.parametrize(("service", "message"), [
     ("{image: x, privileged: true}", "services.s.privileged is refused in a sandbox (no privileges)"),
-    ("{image: x, volumes: ['/:/host']}", "services.s.volumes is refused in a sandbox (mounts reach the host)"),
+    ("{image: x, volumes: ['/:/host']}", "services.s.volumes: '/:/host' is refused in a sandbox (mounts reach the host)"),
     ("{image: x, ports: ['80:80']}", "services.s.ports is refused"),
     ("{image: x, network_mode: host}", "services.s.network_mode is refused"),
     ("{image: x, cap_add: [NET_ADMIN]}", "services.s.cap_add is refused"),
@@ -76,8 +76,11 @@ def test_what_reaches_past_the_sandbox_is_refused_by_name(tmp_path, service, mes
 
 @pytest.mark.parametrize(("text", "message"), [
     ("services: [a]", "expected a mapping with a 'services' mapping"),
-    ("services: {}\nvolumes: {data: {}}", "top-level volumes: not supported"),
-    ("services:\n  main: {build: .}\n", "main is environment/Dockerfile: only depends_on and environment"),
+    ("services: {}\nconfigs: {data: {}}", "top-level configs: not supported"),
+    ("services: {}\nvolumes: {data: {driver: local, driver_opts: {device: /}}}", "volumes.data: only a plain named volume"),
+    ("services: {}\nnetworks: {out: {external: true}}", "networks.out: external is refused"),
+    ("services:\n  main: {volumes: ['data:/x']}\nvolumes: {data: {}}\n", "main is the agent's container: only build"),
+    ("services:\n  main: {build: ../..}\n", "services.main.build: '../..' is not a folder below environment/"),
     ("services:\n  A_B: {image: x}\n", "service name 'A_B'"),
     ("services:\n  a: {image: x, depends_on: [b]}\n  b: {image: x, depends_on: [a]}\n", "depends_on cycle: a -> b -> a"),
     ("services: {a: [", "not YAML"),

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from aes_lib.bundle import parse_task_toml
 from aes_lib.bundle import (
     ArchiveTooLargeError,
     BundleError,
@@ -175,7 +176,6 @@ CASES: list[tuple[str, Callable[[], bytes], type[BundleError], BundleLimits]] = 
     # --- missing files
     ("missing-instruction", task_with(drop=("instruction.md",)), MissingFileError, BundleLimits()),
     ("missing-task-toml", task_with(drop=("task.toml",)), MissingFileError, BundleLimits()),
-    ("missing-solve", task_with(drop=("solution/solve.sh",)), MissingFileError, BundleLimits()),
     ("missing-test-sh", task_with(drop=("tests/test.sh",)), MissingFileError, BundleLimits()),
     ("missing-dockerfile", task_with(drop=("environment/Dockerfile",)), MissingFileError, BundleLimits()),
     # --- instruction
@@ -287,8 +287,9 @@ def test_extra_fields_load_with_warnings(tmp_path: Path, case: str, text: str, e
 
 
 def test_harbor_features_not_run_here_are_named() -> None:
-    steps = unpack_text(TOML + '\n[[steps]]\nname = "one"\n')
-    assert steps.config.unsupported() == ["[[steps]] (a multi-step task, 1 steps) are not run by this sandbox yet"]
+    with pytest.raises(MissingFileError, match="missing steps/one/instruction.md"):  # as in Harbor
+        unpack_text(TOML + '\n[[steps]]\nname = "one"\n')
+    assert parse_task_toml(TOML + '\n[[steps]]\nname = "one"\n').unsupported() == []  # run in order
     public = unpack_text(TOML + "network_mode = \"public\"\n")
     assert public.config.environment.allow_internet is True and public.config.unsupported() == []
 
@@ -297,6 +298,13 @@ def test_schema_version_harbor_accepts_is_a_warning(tmp_path: Path) -> None:
     task = unpack(toml_with(TOML.replace('"1.4"', '"9"'))(), tmp_path / "dest")
     assert task.config.schema_version == "9"
     assert "task.toml: schema_version '9' is not 1.x; read as 1.x" in task.warnings
+
+
+def test_a_bundle_without_a_reference_solution_loads_and_says_so(tmp_path: Path) -> None:
+    # Harbor runs such tasks (only its oracle agent needs solution/); admission decides.
+    task = unpack(task_with(drop=("solution/solve.sh",))(), tmp_path / "dest")
+    assert task.has_solution is False and task.unsupported == []
+    assert unpack(task_with()(), tmp_path / "other").has_solution is True
 
 
 def unpack_text(text: str):

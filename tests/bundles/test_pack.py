@@ -97,7 +97,10 @@ def test_compose_environment_is_a_valid_bundle(task_dir: Path) -> None:
     task = Task.load(task_dir)
     assert task.name == "aes-fixtures/echo" and [s.name for s in task.compose.services] == ["cache"]
     (task_dir / "environment" / "docker-compose.yaml").unlink()
-    with pytest.raises(MissingFileError, match="Dockerfile"):
+    # An environment/ without a recipe (Harbor's computer-use examples) loads, and is unsupported here.
+    assert "environment/ has no Dockerfile or docker-compose file" in Task.load(task_dir).unsupported[0]
+    shutil.rmtree(task_dir / "environment")
+    with pytest.raises(MissingFileError, match="environment/"):
         Task.load(task_dir)
 
 

@@ -165,11 +165,11 @@ def test_gpu_types_and_gpus_parse() -> None:
 
 
 @pytest.mark.parametrize(("text", "needs"), [
-    ('[[steps]]\nname = "one"\n[[steps]]\nname = "two"\n', "[[steps]] (a multi-step task, 2 steps)"),
+    ('[verifier]\nenvironment_mode = "separate"\n[[steps]]\nname = "one"\n', "[[steps]] with a separate verifier"),
     ('[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = ["pypi.org"]\n', 'network_mode = "allowlist"'),
     ('[environment]\nos = "Windows"\n', 'os = "windows"'),
     ('[environment.tpu]\ntype = "v6e"\ntopology = "2x4"\n', "needs a TPU"),
-    ('[[verifier.collect]]\ncommand = "cp /db /logs"\n', "[[verifier.collect]]"),
+    ('[[verifier.collect]]\ncommand = "cp /db /logs"\nservice = "db"\n', "other than main (db)"),
 ])
 def test_harbor_features_not_run_here_parse_and_are_named(text: str, needs: str) -> None:
     found = parse_task_toml(text).unsupported()
@@ -216,3 +216,11 @@ def test_grant_network_writes_allow_internet(text: str) -> None:
 def test_an_explicit_network_is_not_unset() -> None:
     assert not leaves_network_unset("[environment]\nallow_internet = false\n")
     assert not leaves_network_unset('[environment]\nnetwork_mode = "no-network"\n')
+
+
+@pytest.mark.parametrize("name", ["../escape", "a/b", "a\\u0000b", "trailing.", ".."])
+def test_step_names_are_one_portable_folder_name(name: str) -> None:
+    # Harbor's rule; a step's files are read from steps/<name>/, never outside it.
+    with pytest.raises(InvalidFieldError, match=r"\[\[steps\]\] name"):
+        parse_task_toml(f'[[steps]]\nname = "{name}"\n')
+    assert parse_task_toml('[[steps]]\nname = "write the file"\n').steps[0].name == "write the file"

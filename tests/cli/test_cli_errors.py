@@ -55,7 +55,7 @@ def test_missing_or_bad_paths(env, tmp_path):
     assert one_line(aes(env, "validate", "/no/such/path"), Exit.USAGE) == \
         "aes validate: /no/such/path: no such task folder or bundle"
     assert one_line(aes(env, "validate", str(tmp_path)), Exit.USAGE) == \
-        f"aes validate: {tmp_path}: not a task folder (no task.toml)"
+        f"aes validate: {tmp_path}: not a task folder (no task.toml) nor a dataset of task folders"
     assert one_line(aes(env, "solve", str(tmp_path)), Exit.USAGE).startswith("aes solve: invalid task: MissingFileError")
     assert one_line(aes(env, "eval", "/no/such/path"), Exit.USAGE) == "aes eval: /no/such/path: no such directory"
     line = one_line(aes(env, "contamination", "check", str(SEED), "--index", str(tmp_path / "none.bin")), Exit.USAGE)

@@ -42,3 +42,22 @@ async def test_final_revision_skips_the_diagnostic():
     rollout, calls = _scripted([0, 0, 0, 0])
     c = await calibrate(CalibrationRule(), 2, rollout, _hints("x"))
     assert c.diagnostic is None and DIAGNOSTIC not in [i for i, _ in calls]
+
+
+async def test_without_a_reference_no_passing_attempt_keeps_the_task_out_and_fetches_no_hints():
+    rollout, calls = _scripted([0, 0.5, 0, 0.5, 0, 0, 0, 0])  # partial credit is no pass
+
+    async def no_hints():
+        raise AssertionError("a task without a reference solution has no hints to fetch")
+
+    c = await calibrate(CalibrationRule(), 0, rollout, no_hints, no_reference=True)
+    assert (c.decision.outcome, c.decision.resubmit, c.decision.proposer_reward) == ("unverified_too_hard", False, 0.0)
+    assert c.diagnostic is None and DIAGNOSTIC not in [i for i, _ in calls]
+
+
+async def test_without_a_reference_one_passing_attempt_admits_outside_the_band():
+    rollout, _ = _scripted([1, 0, 0, 0, 0, 0, 0, 0])  # mean 0.125: too_hard for a generated task
+    c = await calibrate(CalibrationRule(), 0, rollout, _hints("x"), no_reference=True)
+    assert c.decision.outcome == "admitted" and not c.decision.resubmit
+    generated = await calibrate(CalibrationRule(), 0, _scripted([1, 0, 0, 0, 0, 0, 0, 0])[0], _hints("x"))
+    assert generated.decision.outcome == "too_hard"

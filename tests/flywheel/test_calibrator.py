@@ -96,3 +96,54 @@ async def test_a_seed_out_of_band_is_decided_without_a_diagnostic_or_a_revision(
     assert (result.decision, result.rewards, result.resubmitted) == ("too_hard", (0.0,) * 4, False)
     assert len(srv.requests) == 4  # no diagnostic attempt with hints
     assert (await bus.js.stream_info(stream_for(subjects.ASSIGNMENT))).state.messages == 0
+
+
+def _without_solution(tmp_path):
+    import shutil
+
+    task = tmp_path / "imported" / SEED.name
+    shutil.copytree(SEED, task)
+    shutil.rmtree(task / "solution")  # published the way training-environment sets are: tests only
+    return task
+
+
+async def test_an_imported_task_without_a_reference_some_attempts_pass_joins_the_pool_marked(fresh_nats, bus, tmp_path):
+    import tomllib
+
+    from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+    from aes_ops.seeding import export, send_to_calibration
+    from aes_services.pool import PoolService
+
+    config = FlywheelConfig()
+    with ReplayServer(SOLVE + GIVE_UP + SOLVE + GIVE_UP) as srv:
+        async with running(fresh_nats, CalibratorService(_runner(srv.url, bus, tmp_path), config), PoolService(config)):
+            [c] = await send_to_calibration(bus, [_without_solution(tmp_path)])
+            [result] = await wait_for(bus, subjects.RESULT_CALIBRATION, CalibrationResult, lambda m: m)
+            await idle(bus, CalibratorService)
+            await idle(bus, PoolService)
+    assert not srv.errors and c.no_reference and c.lineage.mode == "seed"
+    assert (result.decision, result.rewards, result.no_reference) == ("admitted", (1.0, 0.0, 1.0, 0.0), True)
+    [entry] = await PoolStore(await bus.kv(BUCKET)).active_entries()
+    assert entry.env_id == c.env_id and entry.no_reference and entry.source == "seed"  # imported: a seed
+    manifest = export([entry], bus.blobs, tmp_path / "export")
+    [meta] = tomllib.loads(manifest.read_text())["metadata"]["aes"]
+    assert meta["no_reference"] is True
+
+
+async def test_an_imported_task_without_a_reference_no_attempt_passes_stays_out(fresh_nats, bus, tmp_path):
+    from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+    from aes_ops.seeding import send_to_calibration
+    from aes_services.pool import PoolService
+
+    config = FlywheelConfig()
+    with ReplayServer(GIVE_UP * 4 + SOLVE) as srv:
+        async with running(fresh_nats, CalibratorService(_runner(srv.url, bus, tmp_path), config), PoolService(config)):
+            await send_to_calibration(bus, [_without_solution(tmp_path)])
+            [result] = await wait_for(bus, subjects.RESULT_CALIBRATION, CalibrationResult, lambda m: m)
+            await idle(bus, CalibratorService)
+            await idle(bus, PoolService)
+    assert (result.decision, result.resubmitted, result.no_reference) == ("unverified_too_hard", False, True)
+    assert result.verdicts[-1].reason == "unverified_too_hard" and not result.verdicts[-1].ok
+    assert len(srv.requests) == 4  # no diagnostic: there is no reference solution to hint with
+    assert (await PoolStore(await bus.kv(BUCKET)).index()).active == ()
+    assert (await bus.js.stream_info(stream_for(subjects.ASSIGNMENT))).state.messages == 0

@@ -54,7 +54,10 @@ async def test_seed_from_a_dataset_seeds_only_its_valid_tasks(fresh_nats, bus, t
     dataset = make_dataset(tmp_path / "dataset")
     status, out = await aes_status(fresh_nats, "pool", "seed", "--from", str(dataset), "-j", "2")
     assert status == 1, out  # one task failed
-    lines = out.splitlines()
+    # First every task pre-checked (nothing built yet), then the validation table.
+    assert out.splitlines()[0].split() == ["TASK", "VERDICT", "WHY"] and "3 tasks: 2 build, 1 load_error" in out
+    lines = out[out.index("TASK  "):].splitlines()
+    lines = lines[next(i for i, line in enumerate(lines) if line.split()[:4] == ["TASK", "VERDICT", "REASON", "WARNINGS"]):]
     assert lines[0].split() == ["TASK", "VERDICT", "REASON", "WARNINGS"]
     rows = {line.split()[0]: line.split()[1:] for line in lines[1:4]}
     assert rows == {

@@ -39,6 +39,19 @@ def test_outcome_labels_name_the_failing_gate():
         "validate:build_failed", "admitted"]
 
 
+def test_imported_tasks_without_a_reference_are_labelled_in_the_status():
+    import msgspec
+
+    admitted = msgspec.structs.replace(_r("i-1", "admitted", mode="seed"), no_reference=True)
+    unverified = msgspec.structs.replace(_r("i-2", "unverified_too_hard", mode="seed"), no_reference=True)
+    assert [outcome_label(admitted), outcome_label(unverified)] == ["admitted:no_reference",
+                                                                   "calibrate:unverified_too_hard"]
+    s = summarize([admitted, unverified], [], [])
+    assert s.no_reference == {"admitted:no_reference": 1, "calibrate:unverified_too_hard": 1}
+    assert s.modes["seed"].admitted == 1 and s.admitted == 0  # imported tasks are no proposer's work
+    assert "admitted:no_reference" in render(s, 1, {}) and "unverified_too_hard" in render(s, 1, {})
+
+
 def test_summary_counts_valid_rate_cost_and_rounds():
     s = summarize(RESULTS, EVENTS, ROLLOUTS)
     assert (s.candidates, s.valid, s.admitted) == (6, 4, 2)

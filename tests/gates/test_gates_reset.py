@@ -126,3 +126,15 @@ def test_manifest_ignores_volatile_files_and_mtimes():
     assert a == b
     c = manifest_of_tar(_tar({**files, "app/a.txt": b"y"}), "/")
     assert c["/app/a.txt"] != a["/app/a.txt"]
+
+
+@pytest.mark.docker
+async def test_a_task_without_a_reference_gets_the_state_check_and_says_the_oracle_was_skipped(tmp_path, images):
+    import shutil
+
+    task = _task(tmp_path, "noref", DETERMINISTIC)
+    shutil.rmtree(task.solution_dir)  # an imported task published without solution/
+    report = await check_reset(Task.load(task.root), images)
+    assert report.ok and report.reason == "ok", report.detail
+    assert "paths identical under /app" in report.detail
+    assert "no reference solution (an imported task): the oracle run on the rebuild is skipped" in report.detail

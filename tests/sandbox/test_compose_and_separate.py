@@ -78,7 +78,7 @@ async def test_services_are_reachable_by_name_the_host_is_not(docker_client, ima
     # A service that dies fails the trial with its exit status (in the logs).
     ('command: ["false"]', "oracle_failed", "service db exited with 1"),
     # A compose file that reaches the host is a bad bundle, named by its key (in the detail).
-    ("volumes: ['/:/host']", "invalid_bundle", "services.db.volumes is refused in a sandbox (mounts reach the host)"),
+    ("volumes: ['/:/host']", "invalid_bundle", "services.db.volumes: '/:/host' is refused in a sandbox (mounts reach the host)"),
 ], ids=["service-dies", "hostile-mount"])
 async def test_a_broken_service_fails_validation_with_its_reason(images, test_label, tmp_path, db_line, reason,
                                                                   evidence) -> None:

@@ -182,3 +182,22 @@ def test_reaper_removes_services_networks_of_dead_owners_only(docker_client, mon
         for n in nets.values():
             with contextlib.suppress(docker.errors.NotFound):
                 n.remove()
+
+
+def test_reaper_removes_compose_volumes_of_dead_owners_only(docker_client, monkeypatch) -> None:
+    host = f"test-{uuid.uuid4().hex[:8]}"
+    monkeypatch.setattr(socket, "gethostname", lambda: host)
+    base = {**owner_labels(), SERVICES_NETWORK_LABEL: "1"}
+    vols = {
+        "dead": docker_client.volumes.create(f"aes-vol-test-{uuid.uuid4().hex[:8]}",
+                                             labels={**base, OWNER_PID_LABEL: str(_dead_pid())}),
+        "live": docker_client.volumes.create(f"aes-vol-test-{uuid.uuid4().hex[:8]}", labels=base),
+    }
+    try:
+        removed = reap(docker_client)
+        assert vols["dead"].name in removed and vols["live"].name not in removed
+        assert [v.name for v in docker_client.volumes.list(filters={"name": vols["live"].name})] == [vols["live"].name]
+    finally:
+        for v in vols.values():
+            with contextlib.suppress(docker.errors.NotFound):
+                v.remove(force=True)

@@ -9,7 +9,7 @@ What Harbor accepts is accepted here, with three kinds of difference:
   resources, environment variable names, an absolute ``workdir``, a known value of every
   enumerated field. Wrong types raise :class:`InvalidFieldError` (a string for a number is not
   converted); a file that is not TOML raises :class:`TomlSyntaxError`.
-- Harbor features this sandbox does not run yet (multi-step tasks, network allow-lists, collect hooks, TPUs, Windows containers) parse fine;
+- Harbor features this sandbox does not run yet (network allow-lists, collect hooks in sidecars, TPUs, Windows containers) parse fine;
   :meth:`TaskConfig.unsupported` names those a task needs, and validation answers
   ``unsupported`` for it. Features that only help an agent or a report (MCP servers,
   artifacts, skills, healthchecks, per-phase network overrides) are accepted and noted in
@@ -41,6 +41,7 @@ NetworkMode = Literal["public", "no-network", "allowlist"]
 
 _NAME_PATTERN = r"^[A-Za-z0-9_\-][A-Za-z0-9_.\-]*/[A-Za-z0-9_\-][A-Za-z0-9_.\-]*$"
 _SCHEMA_1X = re.compile(r"^1\.\d+$")
+_STEP_NAME = re.compile(r'^[^\x00-\x1f/\\:*?"<>|]{1,255}$')
 
 
 class _Section(msgspec.Struct, kw_only=True, frozen=True):
@@ -178,12 +179,15 @@ class EnvironmentConfig(_Section, frozen=True):
     """Skills for the agent (Harbor); not copied here."""
     healthcheck: HealthcheckConfig | None = None
     """Readiness probe; not run here."""
-    workdir: Annotated[str, msgspec.Meta(pattern=r"^/")] | None = None
-    """Absolute working directory for every exec; None: the image's WORKDIR."""
+    workdir: str | None = None
+    """Absolute working directory for every exec; None: the image's WORKDIR. A Windows task's
+    (``C:\\app``) is kept: the task is ``unsupported`` here, never a field error."""
 
 
 class VerifierCollectConfig(_Section, frozen=True):
-    """One ``[[verifier.collect]]``: a command run after the agent's turn (Harbor); ``unsupported`` here."""
+    """One ``[[verifier.collect]]``: a command run after the agent's turn (Harbor). Run here in
+    ``main`` (the agent's container) before its files go to the verifier; in another service
+    it is ``unsupported``."""
 
     command: str
     service: str = "main"
@@ -208,7 +212,7 @@ class VerifierConfig(_PhaseNetwork, frozen=True):
     environment: EnvironmentConfig | None = None
     """The separate verifier's container."""
     collect: tuple[VerifierCollectConfig, ...] = ()
-    """Commands run before the verifier; ``unsupported`` here."""
+    """Commands run before the verifier (in ``main``; other services: ``unsupported``)."""
 
     @property
     def separate(self) -> bool:
@@ -223,7 +227,8 @@ class SolutionConfig(_Section, frozen=True):
 
 
 class StepConfig(_Section, frozen=True):
-    """One ``[[steps]]`` of a multi-step task (Harbor); ``unsupported`` here."""
+    """One ``[[steps]]`` of a multi-step task (Harbor): run in order in one environment, each
+    with steps/<name>/instruction.md and its tests (``aes_lib.sandbox.trial``)."""
 
     name: Annotated[str, msgspec.Meta(min_length=1)]
     agent: AgentConfig = AgentConfig()
@@ -256,7 +261,7 @@ class TaskConfig(_Section, frozen=True):
     multi_step_reward_strategy: Literal["mean", "final"] | None = None
     """How a multi-step task's reward is derived from its steps'."""
     steps: tuple[StepConfig, ...] | None = None
-    """``[[steps]]``: a multi-step task; ``unsupported`` here."""
+    """``[[steps]]``: a multi-step task."""
     artifacts: tuple[Artifact, ...] = ()
     """Paths collected after the run; not collected here."""
     extras: dict[str, Any] = msgspec.field(default_factory=dict, name="__aes_extras__")
@@ -292,12 +297,20 @@ class TaskConfig(_Section, frozen=True):
     def unsupported(self) -> list[str]:
         """What the task needs that this sandbox does not run yet, one line each (empty: nothing)."""
         env, out = self.environment, []
-        if self.verifier.collect:
-            out.append("[[verifier.collect]] hooks are not run by this sandbox yet")
-        if self.steps:
-            out.append(f"[[steps]] (a multi-step task, {len(self.steps)} steps) are not run by this sandbox yet")
+        if sidecar := sorted({h.service for h in self.verifier.collect if h.service != "main"}):
+            out.append(f"[[verifier.collect]] hooks in services other than main ({', '.join(sidecar)}) are not run "
+                       "by this sandbox yet")
+        if self.steps and self.verifier.separate:
+            out.append("[[steps]] with a separate verifier are not run by this sandbox yet (each step's tests run "
+                       "on the agent's files carried into a fresh container of the same image)")
+        if any(step.verifier.collect or step.verifier.environment is not None or step.verifier.environment_mode
+               for step in self.steps or ()):
+            out.append("[[steps]] verifier settings of their own (collect, environment) are not run by this sandbox yet")
         if env.network_mode == "allowlist":
-            out.append('[environment] network_mode = "allowlist" is not enforced by this sandbox yet (no egress filter)')
+            hosts = ", ".join(env.allowed_hosts or ()) or "none"
+            out.append(f'[environment] network_mode = "allowlist" (allowed_hosts: {hosts}) is not enforced by this '
+                       "sandbox yet: its egress network filters by address, not by host name, so the task is not run "
+                       "rather than run with more or less network than it asks")
         if env.os == "windows":
             out.append('[environment] os = "windows" needs Windows containers, which this sandbox does not run')
         if env.tpu is not None:
@@ -446,6 +459,10 @@ def _check_rules(cfg: TaskConfig) -> None:
     if cfg.verifier.environment is not None:
         phases.append(("verifier.environment", cfg.verifier.environment))
     for where, section in phases:
+        env_os = getattr(section, "os", "linux")
+        workdir = getattr(section, "workdir", None)
+        if env_os == "linux" and workdir is not None and not workdir.startswith("/"):
+            raise bad(f"[{where}] workdir {workdir!r}: expected an absolute path")
         if section.allowed_hosts is not None and section.network_mode != "allowlist":
             raise bad(f'[{where}] allowed_hosts needs network_mode = "allowlist"')
     for i, server in enumerate(cfg.environment.mcp_servers):
@@ -458,6 +475,11 @@ def _check_rules(cfg: TaskConfig) -> None:
         source = artifact if isinstance(artifact, str) else artifact.source
         if ".." in source.split("/"):
             raise bad(f"artifact source {source!r} has a '..' component")
+    for step in cfg.steps or ():
+        # Harbor's rule: one portable folder name under steps/.
+        if not _STEP_NAME.match(step.name) or step.name in (".", "..") or step.name.endswith((".", " ")):
+            raise bad(f"[[steps]] name {step.name!r}: expected a folder name (no path separators, control or "
+                      "reserved characters, or trailing dot or space)")
     names = [step.name.casefold() for step in cfg.steps or ()]
     if len(set(names)) != len(names):
         raise bad("[[steps]] names must be unique")

@@ -13,10 +13,13 @@ from aes_lib.sandbox import ImageCache, LimitCaps, ValidationReport, validate_ta
 
 async def validate_in_domain(path: str | Path, images: ImageCache, *, caps: LimitCaps | None = None,
                              labels: dict[str, str] | None = None,
-                             progress: Callable[[str], None] | None = None) -> ValidationReport:
+                             progress: Callable[[str], None] | None = None,
+                             require_reference: bool = True) -> ValidationReport:
     """``validate_task``, then, for a task whose domain has a gate, that gate's rules: what a
-    candidate of the domain must pass before calibration (``aes validate`` runs this)."""
-    report = await validate_task(path, images, caps=caps, labels=labels, progress=progress)
+    candidate of the domain must pass before calibration (``aes validate`` runs this).
+    ``require_reference``: False for imported tasks, which may lack solution/."""
+    report = await validate_task(path, images, caps=caps, labels=labels, progress=progress,
+                                 require_reference=require_reference)
     if not report.ok:
         return report
     task = Task.load(path)

@@ -27,14 +27,17 @@ class Calibration:
 
 
 async def calibrate(
-    rule: CalibrationRule, revision: int, rollout: Rollout, hints: Callable[[], Awaitable[str]]
+    rule: CalibrationRule, revision: int, rollout: Rollout, hints: Callable[[], Awaitable[str]],
+    *, no_reference: bool = False,
 ) -> Calibration:
     """Run ``rule.initial_rollouts`` attempts, more if the rule asks, decide, and run one
     diagnostic attempt with ``await hints()`` (the reference solution, fetched only then)
-    when the decision wants it."""
+    when the decision wants it. ``no_reference``: the task has no reference solution, so
+    the attempts decide whether it is solvable at all (``CalibrationRule.decide_unverified``)."""
     done: list[RolloutEvidence] = []
     while len(done) < rule.rollouts_needed([r.reward for r in done]):
         done.append(await rollout(len(done), None))
-    decision = rule.decide([r.reward for r in done], revision)
+    rewards = [r.reward for r in done]
+    decision = rule.decide_unverified(rewards) if no_reference else rule.decide(rewards, revision)
     diagnostic = await rollout(DIAGNOSTIC, await hints()) if decision.diagnostic else None
     return Calibration(decision, tuple(done), diagnostic)

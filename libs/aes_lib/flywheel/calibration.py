@@ -14,7 +14,7 @@ import math
 from collections.abc import Sequence
 from typing import Literal
 
-Outcome = Literal["admitted", "too_hard", "too_easy", "no_spread"]
+Outcome = Literal["admitted", "too_hard", "too_easy", "no_spread", "unverified_too_hard"]
 
 _EPS = 1e-9
 """Tolerance for comparisons of means that are sums of a few floats (0.1 + 0.2 ...)."""
@@ -130,6 +130,22 @@ class CalibrationRule:
             direction=direction,  # type: ignore[arg-type]
             diagnostic=resubmit and outcome == "too_hard",
         )
+
+
+    def decide_unverified(self, rewards: Sequence[float]) -> Decision:
+        """Decide on a task without a reference solution (an imported one): the solver's
+        attempts stand in for the oracle. If no attempt passes (scores 1.0, as the oracle
+        must), nothing shows the task can be solved: ``unverified_too_hard``, out of the pool.
+        If some pass, it is admitted like any seed task, whatever the band says (an imported
+        task has no proposer to revise it)."""
+        _check_rewards(rewards)
+        if self.rollouts_needed(rewards) != len(rewards):
+            raise CalibrationRuleError(
+                f"decide_unverified() needs {self.rollouts_needed(rewards)} rollouts, got {len(rewards)}")
+        mean, std = _mean(rewards), _std(rewards)
+        if not any(r >= 1.0 - _EPS for r in rewards):
+            return Decision("unverified_too_hard", mean, std, 0.0, resubmit=False, direction=None, diagnostic=False)
+        return Decision("admitted", mean, std, 1.0, resubmit=False, direction=None, diagnostic=False)
 
 
 def _check_rewards(rewards: Sequence[float]) -> None:

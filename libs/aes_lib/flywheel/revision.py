@@ -53,6 +53,8 @@ def feedback_text(
         lines.append("Make the task easier: fewer steps or a clearer instruction, keeping it verifiable.")
     elif decision.outcome == "too_easy":
         lines.append("Make the task harder: a longer horizon or an extra requirement the tests check.")
+    elif decision.outcome == "unverified_too_hard":
+        lines.append("The task has no reference solution and no attempt passed: nothing shows it can be solved.")
     else:
         lines.append("Attempts all scored alike: add tests that separate partial from full solutions.")
     failures = sorted({r.failure for r in rollouts if r.failure})

@@ -24,9 +24,11 @@ Z95 = 1.959964
 
 
 def outcome_label(r: CalibrationResult) -> str:
-    """``admitted``, ``calibrate:<too_hard|too_easy|no_spread>``, or ``<stage>:<reason>`` of the rejecting gate."""
+    """``admitted`` (``admitted:no_reference`` for a task without a reference solution),
+    ``calibrate:<too_hard|too_easy|no_spread|unverified_too_hard>``, or ``<stage>:<reason>`` of
+    the rejecting gate."""
     if r.decision == "admitted":
-        return "admitted"
+        return "admitted:no_reference" if r.no_reference else "admitted"
     if r.decision != "rejected":
         return f"calibrate:{r.decision}"
     failed = [v for v in r.verdicts if not v.ok]
@@ -156,6 +158,9 @@ class Status:
     domains: dict[str, DomainStats] = dataclasses.field(default_factory=dict)
     """Domain -> acceptance rate and rounds per accepted task (the paper's Table 8)."""
     ask: AskStats | None = None
+    no_reference: dict[str, int] = dataclasses.field(default_factory=dict)
+    """Imported tasks without a reference solution, by outcome (``admitted:no_reference``,
+    ``calibrate:unverified_too_hard``)."""
     """Ask rate and Ask-F1 of the solver's attempts with the ask_human tool; None without any."""
 
     @property
@@ -181,6 +186,7 @@ def summarize(results: Sequence[CalibrationResult], events: Sequence[PoolEvent],
     for r in results:
         by_mode[r.lineage.mode].append(r)
     # A seed sent through admission (``aes run``) shows under its mode, not in the proposer's numbers.
+    no_reference = Counter(outcome_label(r) for r in results if r.no_reference)
     results = [r for r in results if r.lineage.mode != "seed"]
     for r in results:
         by_round[r.lineage.round].append(r)
@@ -197,6 +203,7 @@ def summarize(results: Sequence[CalibrationResult], events: Sequence[PoolEvent],
         retired=dict(Counter(e.reason for e in events if e.kind == "retired").most_common()),
         rounds={k: _tally(v) for k, v in sorted(by_round.items())},
         modes={k: _tally(v) for k, v in sorted(by_mode.items())},
+        no_reference=dict(no_reference.most_common()),
         rollouts=len(rollouts),
         dead_lettered=sum(subjects.on_admission_path(d.subject) for d in dead_letters),
         skipped={k: n for k, n in (skipped or {}).items() if n},
@@ -235,6 +242,9 @@ def render(s: Status, pool_size: int, pool_by_category: dict[str, int]) -> str:
     if s.ask:
         lines.append(f"ask_human: {s.ask.attempts} attempts, ask rate {100 * s.ask.ask_rate:.1f}%, "
                      f"Ask-F1 {100 * s.ask.mean_ask_f1:.1f}%, task reward {s.ask.mean_reward:.3f}")
+    if s.no_reference:
+        lines += ["imported without a reference solution (the solver's attempts decide):",
+                  *[f"  {label:<32} {n}" for label, n in s.no_reference.items()]]
     if len(s.modes) > 1:
         lines += ["by generation mode:", *[f"  {m:<10} {t.valid}/{t.candidates} valid, {t.admitted} admitted" for m, t in s.modes.items()]]
     return "\n".join(lines + skipped_notes(s.skipped))

@@ -357,8 +357,8 @@ def add_dir(tar: tarfile.TarFile, local: Path, prefix: str) -> None:
 
 
 SERVICES_NETWORK_LABEL = "aes.services"
-"""Marks a trial's network of compose services (``aes_lib.sandbox.services``); the reaper
-removes those of dead owners."""
+"""Marks a trial's network and named volumes of compose services (``aes_lib.sandbox.services``);
+the reaper removes those of dead owners."""
 
 
 def owner_labels() -> dict[str, str]:

@@ -119,7 +119,7 @@ class ImageCache:
         """The image of the task's agent container (``docker_image`` or environment/Dockerfile),
         after every other image its trials use (compose services, a separate verifier's): a
         build failure of any of them is the task's, reported here."""
-        main = await self.build_folder(task.name, task.config.environment, task.environment_dir)
+        main = await self.build_folder(task.name, task.config.environment, task.main_context)
         for service in task.compose.services if task.compose else ():
             await self.service_image(task, service)
         if task.config.verifier.separate:

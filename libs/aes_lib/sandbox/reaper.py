@@ -94,6 +94,19 @@ def _reap_networks(client: docker.DockerClient, host: str) -> list[str]:
     return removed
 
 
+def _reap_volumes(client: docker.DockerClient, host: str) -> list[str]:
+    """Compose tasks' named volumes (``aes_lib.sandbox.services``) of dead owners."""
+    removed = []
+    for vol in client.volumes.list(filters={"label": f"{SERVICES_NETWORK_LABEL}=1"}):
+        if _dead_here(_owner(vol.attrs.get("Labels")), host):
+            try:
+                vol.remove(force=True)
+                removed.append(vol.name)
+            except docker.errors.NotFound:
+                pass
+    return removed
+
+
 def _reap_images(client: docker.DockerClient, host: str, grace: float) -> list[str]:
     removed = []
     for img in client.api.images(filters={"label": f"{MANAGED_LABEL}=1"}):
@@ -119,7 +132,7 @@ def reap(client: docker.DockerClient | None = None, grace: float = DANGLING_GRAC
     client = client or docker.from_env()
     host = socket.gethostname()
     removed = _reap_containers(client, host)  # first: their images and networks are then unused
-    return removed + _reap_networks(client, host) + _reap_images(client, host, grace)
+    return removed + _reap_networks(client, host) + _reap_volumes(client, host) + _reap_images(client, host, grace)
 
 
 async def reap_async(client: docker.DockerClient | None = None, grace: float = DANGLING_GRACE_SEC) -> list[str]:

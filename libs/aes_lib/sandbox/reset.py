@@ -13,7 +13,9 @@ ignored, as are paths that differ in every build whatever the task does
 stat cache and reflogs). The container is only created, so the state compared is
 exactly what a sandbox starts from (sandboxes replace the entrypoint). When the two
 states agree, the reference solution runs as a trial on the second build and must
-score 1.0: a task that works only from the validator's cached image is not reset.
+score 1.0: a task that works only from the validator's cached image is not reset. An imported
+task without a reference solution gets the state comparison alone, and the report says the
+oracle run was skipped.
 """
 
 from __future__ import annotations
@@ -237,6 +239,9 @@ async def check_reset(
         report = await asyncio.to_thread(_compare, client, task, built, extra_paths)
         if not report.ok:
             return report
+        if not task.has_solution:
+            return dataclasses.replace(report, detail=f"{report.detail}; no reference solution (an imported task): "
+                                                      "the oracle run on the rebuild is skipped")
         oracle = await run_trial(task, OracleAgent(task), images, image=built[1], labels=labels)
     finally:
         await asyncio.to_thread(_remove, client, built)

@@ -5,7 +5,8 @@ Docker network of the trial's own (no way out, no address of the host's, and no 
 trial's containers on it: ``ISOLATED``), starts each service on it under its name, in dependency order,
 each with the sandbox's limits (CPU, memory, pids, no new privileges, an init), waits for
 what ``main`` depends on (started, or healthy by its healthcheck), and yields the network's
-name for the agent's and the verifier's containers to join. Everything is removed on exit;
+name for the agent's and the verifier's containers to join. The file's named volumes are fresh
+Docker volumes of the trial's own, mounted only where a service names them. Everything is removed on exit;
 the owner labels let the reaper remove what a crashed process left.
 """
 
@@ -50,15 +51,23 @@ async def task_services(task: Task, images: ImageCache, limits: Limits,
                                           labels={**all_labels, SERVICES_NETWORK_LABEL: "1"})
     except docker.errors.DockerException as e:
         raise SandboxError(f"cannot create the services' network: {e}") from e
-    started = {}
+    started: dict = {}
+    volumes: dict = {}
     try:
+        for name in spec.volumes:
+            volumes[name] = await asyncio.to_thread(client.volumes.create, f"aes-vol-{uuid.uuid4().hex[:12]}",
+                                                    labels={**all_labels, SERVICES_NETWORK_LABEL: "1"})
         for service, image in zip(spec.services, service_images):
             await _wait(client, {d: started[d] for d in service.depends_on}, service.depends_on)
-            started[service.name] = await _start(client, service, image, network.name, limits, all_labels)
+            mounts = {volumes[v].name: {"bind": path, "mode": "rw"} for v, path in service.volumes.items()}
+            started[service.name] = await _start(client, service, image, network.name, limits, all_labels, mounts)
         await _wait(client, {d: started[d] for d in spec.main_depends_on}, spec.main_depends_on)
         yield network.name
+    except docker.errors.DockerException as e:
+        raise SandboxError(f"cannot create the services' volumes: {e}") from e
     finally:
         await asyncio.gather(*(asyncio.to_thread(_remove, c) for c in started.values()))
+        await asyncio.gather(*(asyncio.to_thread(_remove, v) for v in volumes.values()))
         try:
             await asyncio.to_thread(network.remove)
         except docker.errors.APIError:
@@ -66,14 +75,14 @@ async def task_services(task: Task, images: ImageCache, limits: Limits,
 
 
 async def _start(client: docker.DockerClient, service: Service, image: str, network: str, limits: Limits,
-                 labels: dict[str, str]):
+                 labels: dict[str, str], volumes: dict[str, dict]):
     try:
         return await asyncio.to_thread(
             client.containers.run, image,
             command=service.command, entrypoint=service.entrypoint, environment=service.environment,
             working_dir=service.working_dir, user=service.user, detach=True, init=True,
             name=f"aes-{service.name}-{uuid.uuid4().hex[:8]}", labels=labels,
-            **limits.run_args(), healthcheck=_healthcheck(service),
+            **limits.run_args(), healthcheck=_healthcheck(service), volumes=volumes or None,
             **join_network(client, network, service.name, None),
         )
     except docker.errors.DockerException as e:
@@ -110,8 +119,9 @@ async def _wait(client: docker.DockerClient, containers: dict, conditions: dict[
             await asyncio.sleep(0.2)
 
 
-def _remove(container) -> None:
+def _remove(thing) -> None:
+    """Remove a container or a volume."""
     try:
-        container.remove(force=True)
+        thing.remove(force=True)
     except docker.errors.NotFound:
         pass

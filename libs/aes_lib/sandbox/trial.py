@@ -182,6 +182,9 @@ async def _trial(task: Task, agent: Agent, images: ImageCache, *, image: str | N
             # is not on it (only the artifacts reach it).
             net = await stack.enter_async_context(task_services(task, images, limits, labels))
             fresh_env = v_env.env if separate else main_env
+            if task.config.steps:  # separate verifiers are `unsupported` with steps
+                return await _steps(task, agent, main_env, functools.partial(
+                    start, image, limits, env=main_env, workdir=env.workdir, network=net), t0)
             sb, fresh = await _all(
                 stack.enter_async_context(start(image, limits, env=main_env, workdir=env.workdir,
                                                 network=net, alias=MAIN)),
@@ -212,6 +215,7 @@ async def _agent_then_verifier(
     async def turn() -> tuple[AgentOutcome, IO[bytes]]:
         await _start_services(sb, task)
         outcome = await _agent_turn(sb, task, agent)
+        await _collect(sb, task)
         return outcome, await verifier.snapshot(sb)
 
     pristine, (outcome, snap) = await _while_surveyed(fresh, env, turn())
@@ -227,6 +231,7 @@ async def _agent_then_separate_verifier(
     async def turn() -> AgentOutcome:
         await _start_services(sb, task)
         outcome = await _agent_turn(sb, task, agent)
+        await _collect(sb, task)
         await sb.kill_all()
         return outcome
 
@@ -235,6 +240,64 @@ async def _agent_then_separate_verifier(
     carried = await artifacts.collect(sb, artifacts.artifact_paths(task), pristine.protected)
     await _all(sb.close(), artifacts.place(fresh, carried, None if bundled_tests else task.tests_dir))
     return (outcome, *await _verify(fresh, task, {}))
+
+
+async def _steps(task: Task, agent: Agent, env: dict[str, str], start, t0: float) -> TrialResult:
+    """A multi-step task as Harbor runs it: the steps in order in one agent container, each
+    with its instruction (``agent`` sees them in turn) then its tests, on the agent's files so
+    far carried into a fresh container, as for one step; a step below its ``min_reward`` ends
+    the trial. The reward is Harbor's: the per-key mean over the steps run (``mean``, the
+    default) or the last step's (``final``). Unlike Harbor, a step whose verifier wrote no
+    reward counts 0 rather than dropping out of the mean, and the agent's processes do not
+    outlive a step (the snapshot ends them)."""
+    outcomes, results, per_step, errors = [], [], [], []
+    async with start(alias=MAIN) as sb:
+        for i, step in enumerate(task.config.steps or ()):
+            view = task.for_step(i)
+            actor = OracleAgent(view, agent.timeout) if isinstance(agent, OracleAgent) else agent
+
+            async def turn() -> tuple[AgentOutcome, IO[bytes]]:
+                await _start_services(sb, view)
+                outcome = await _agent_turn(sb, view, actor)
+                await _collect(sb, view)
+                return outcome, await verifier.snapshot(sb)
+
+            async with start() as fresh:
+                pristine, (outcome, snap) = await _while_surveyed(fresh, env, turn())
+                with snap:
+                    await verifier.restore(fresh, pristine, snap, view.tests_dir)
+                result, json_bytes, txt_bytes = await _verify(fresh, view, {"HOME": pristine.home})
+            try:
+                reward, metrics = parse_reward(json_bytes, txt_bytes)
+            except RewardError as e:
+                reward, metrics = 0.0, {"reward": 0.0}
+                errors.append(f"step {step.name}: {e}")
+            outcomes.append(f"== step {step.name}\n{outcome.output}")
+            results.append(result)
+            per_step.append((reward, metrics))
+            if outcome.timed_out or not _meets(metrics | {"reward": reward}, step.min_reward):
+                break
+    if task.config.multi_step_reward_strategy == "final":
+        reward, metrics = per_step[-1]
+    else:
+        keys = {k for _, m in per_step for k in m}
+        metrics = {k: sum(m.get(k, 0.0) for _, m in per_step) / len(per_step) for k in keys}
+        reward = sum(r for r, _ in per_step) / len(per_step)
+    last = results[-1]
+    return TrialResult(
+        reward=reward, metrics=metrics, seconds=time.monotonic() - t0, error="; ".join(errors),
+        agent=AgentOutcome(exit_code=None, timed_out=outcome.timed_out, output="\n".join(outcomes)),
+        verifier=ExecResult(exit_code=last.exit_code, timed_out=any(r.timed_out for r in results),
+                            output="\n".join(f"== step {n}\n{r.output}" for n, r in
+                                             zip((s.name for s in task.config.steps or ()), results))))
+
+
+def _meets(rewards: dict[str, float], minimum: float | dict[str, float] | None) -> bool:
+    """Harbor's ``min_reward``: a number gates ``reward``, a table each key it names (missing: fails)."""
+    if minimum is None:
+        return True
+    thresholds = {"reward": minimum} if isinstance(minimum, (int, float)) else minimum
+    return all(rewards.get(k, float("-inf")) >= v for k, v in thresholds.items())
 
 
 async def _while_surveyed(fresh: Sandbox, env: dict[str, str], work: Awaitable[T]) -> tuple[verifier.Pristine, T]:
@@ -271,6 +334,13 @@ async def _start_services(sb: Sandbox, task: Task) -> None:
     if r is not None and r.exit_code != 0:
         how = f"ran past {STARTUP_TIMEOUT:g}s" if r.timed_out else f"exited {r.exit_code}"
         raise SandboxError(f"the domain's startup ({domain_of(task).startup}) {how}:\n{r.output[-2000:]}")
+
+
+async def _collect(sb: Sandbox, task: Task) -> None:
+    """Harbor's ``[[verifier.collect]]`` hooks, in the agent's container after its turn: best
+    effort, as in Harbor (a failing hook is no verdict; the tests see what it left)."""
+    for hook in task.config.verifier.collect:
+        await sb.exec(hook.command, timeout=hook.timeout_sec, user=hook.user)
 
 
 async def _agent_turn(sb: Sandbox, task: Task, agent: Agent) -> AgentOutcome:

@@ -5,6 +5,11 @@ sandbox does not run yet (else ``unsupported``: a separate verifier, steps...), 
 for (else the verdict is ``needs_gpu``, not a failure of the task), its image builds, the reference
 solution (oracle) scores exactly 1.0 within its time limit, and the empty
 solution (nop) scores below 0.5. Oracle and nop run concurrently from one image.
+
+An imported task may come without a reference solution (``require_reference=False``): then
+there is no oracle to run, the report says ``no_reference``, and the solver's own attempts
+decide at calibration (``aes_lib.flywheel.calibration.decide_unverified``). A generated task
+without one is an ``invalid_bundle``.
 """
 
 from __future__ import annotations
@@ -42,6 +47,9 @@ class ValidationReport:
     seconds: float = 0.0
     warnings: tuple[str, ...] = ()
     """task.toml's fields kept but not applied (``Task.warnings``): never a reason to fail."""
+    no_reference: bool = False
+    """The task has no reference solution: the oracle did not run (ok means built, nop < 0.5
+    and the domain's gate); the calibrator's solver attempts must show it can be solved."""
 
 
 async def validate_task(
@@ -52,9 +60,11 @@ async def validate_task(
     caps: LimitCaps | None = None,
     labels: dict[str, str] | None = None,
     progress: Callable[[str], None] | None = None,
+    require_reference: bool = True,
 ) -> ValidationReport:
     """Validate the task directory at ``path``; ``progress`` hears of each step done
-    (image built, oracle run, nop run) in one line."""
+    (image built, oracle run, nop run) in one line. ``require_reference``: False for an
+    imported task, which may lack solution/ (generated tasks must ship it)."""
     t0 = time.monotonic()
     say = progress or (lambda line: None)
 
@@ -73,7 +83,10 @@ async def validate_task(
         domain_of(task)
     except UnknownDomainError as e:
         return report(task.name, "unknown_domain", str(e))
-    if needs := task.config.unsupported():
+    if not task.has_solution and require_reference:
+        return report(task.name, "invalid_bundle", "MissingFileError: missing solution/solve.sh (a generated task "
+                      "must ship its reference solution; only imported tasks may come without one)")
+    if needs := task.unsupported:
         return report(task.name, "unsupported", "unsupported: " + "; ".join(needs))
     if (gpus := task.config.environment.gpus) and not await asyncio.to_thread(gpu_engine, images.client):
         return report(task.name, "needs_gpu", f"needs a GPU: the task asks for {gpus} and this Docker engine has "
@@ -91,6 +104,17 @@ async def validate_task(
         say(f"{name} reward {result.reward:g}")
         return result
 
+    if not task.has_solution:
+        nop = await trial("nop", NopAgent())
+        logs = f"### nop\n{nop.log()}"
+        if nop.verifier.timed_out:
+            return report(task.name, "timeout", "nop: the verifier ran past its timeout", logs=logs, nop_reward=nop.reward,
+                          no_reference=True)
+        if nop.reward >= NOP_THRESHOLD:
+            return report(task.name, "nop_passed", f"nop reward {nop.reward:g} >= {NOP_THRESHOLD}", logs=logs,
+                          nop_reward=nop.reward, no_reference=True)
+        return report(task.name, "ok", f"no reference solution (oracle not run; the solver's attempts decide at "
+                      f"calibration), nop {nop.reward:g}", nop_reward=nop.reward, no_reference=True)
     oracle, nop = await asyncio.gather(trial("oracle", OracleAgent(task)), trial("nop", NopAgent()))
     rewards = {"oracle_reward": oracle.reward, "nop_reward": nop.reward}
     logs = f"### oracle\n{oracle.log()}\n### nop\n{nop.log()}"

@@ -23,7 +23,8 @@ from aes_lib.flywheel.config import FlywheelConfig
 from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
 from aes_lib.sandbox import ImageCache
 from aes_lib.sandbox.container import LimitCaps
-from aes_ops.seeding import SEEDS_DIR, ImportedTask, export, seed_dirs, seed_pool, validate_dataset
+from aes_ops.seeding import (SEEDS_DIR, ImportedTask, export, seed_dirs, seed_pool, send_to_calibration,
+                             validate_dataset, write_report)
 
 
 async def _with_bus(fn):
@@ -51,7 +52,7 @@ def _seed_from(args: argparse.Namespace) -> int:
     """Validate every task of a Harbor dataset, print a table, seed the valid ones; 1 if any failed."""
     import docker
 
-    from aes_cli.commands.validate import STEPS
+    from aes_cli.commands.validate import STEPS, render_precheck
 
     root: Path = args.source
     if not root.is_dir():
@@ -69,16 +70,25 @@ def _seed_from(args: argparse.Namespace) -> int:
             images = ImageCache(docker.from_env(), caps=LimitCaps(allow_network=True))
             tasks, skipped = asyncio.run(validate_dataset(
                 root, images, Path(scratch), jobs=args.jobs, network=network,
-                progress=lambda src, line: progress.step(f"{src.name}: {line}")))
+                progress=lambda src, line: progress.step(f"{src.name}: {line}"), journal=args.journal,
+                checked=lambda checks: print(render_precheck(checks) + "\n", flush=True)))
         print(render_import(tasks, skipped))
-        valid = [t.folder for t in tasks if t.report.ok]
+        if args.report:
+            write_report(tasks, skipped, args.report)
+        kept = [t for t in tasks if t.report.ok and t.how != "duplicate"]
+        valid = [t.folder for t in kept if not t.report.no_reference]
+        unverified = [t.folder for t in kept if t.report.no_reference]
 
         async def go(bus, store):
             events = await seed_pool(bus, store, valid)
+            sent = await send_to_calibration(bus, unverified)
             idx = await store.index()
             print(f"seeded {len(events)} of {len(tasks)} tasks from {root} (network of imported tasks: {network}); "
                   f"pool has {len(idx.active)}")
-        if valid:
+            if sent:
+                print(f"sent {len(sent)} tasks without a reference solution to the calibrator: admitted (marked "
+                      "no_reference) if some solver attempt passes, else unverified_too_hard")
+        if valid or unverified:
             asyncio.run(_with_bus(go))
         else:
             print(f"seeded 0 of {len(tasks)} tasks from {root}: none is valid")
@@ -88,7 +98,8 @@ def _seed_from(args: argparse.Namespace) -> int:
 def render_import(tasks: list[ImportedTask], skipped: list[str]) -> str:
     """TASK, VERDICT, REASON, WARNINGS per task; then failures' details, warnings, skipped entries."""
     rows = [("TASK", "VERDICT", "REASON", "WARNINGS")] + [
-        (t.report.task, "valid" if t.report.ok else "NEEDS GPU" if t.report.reason == "needs_gpu" else "FAIL",
+        (t.report.task, ("no_reference" if t.report.no_reference else "valid") if t.report.ok
+         else "NEEDS GPU" if t.report.reason == "needs_gpu" else "FAIL",
          t.report.reason, str(len(t.report.warnings))) for t in tasks]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
@@ -104,7 +115,7 @@ def _list(args: argparse.Namespace) -> int:
         for e in await store.active_entries():
             mean = "-" if e.mean_reward is None else f"{e.mean_reward:.2f}"
             print(f"{e.env_id[:16]}  {e.source:<11} {e.domain or 'terminal':<12} {e.category or '-':<18} "
-                  f"mean {mean:<5} {e.name}")
+                  f"mean {mean:<5} {e.name}{'  no_reference' if e.no_reference else ''}")
     asyncio.run(_with_bus(go))
     return 0
 
@@ -146,6 +157,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "every task, print a table, seed the valid ones; exit 1 if any failed. A task that "
                         "leaves its network unset gets AES_IMPORTED_NETWORK's policy")
     s.add_argument("-j", "--jobs", type=int, default=1, help="with --from: tasks validated at once (default 1)")
+    s.add_argument("--journal", type=Path, metavar="FILE",
+                   help="with --from: record each finished task here; a rerun after an interruption skips them")
+    s.add_argument("--report", type=Path, metavar="FILE", help="with --from: write every task's verdict as JSON")
     s.set_defaults(func=_seed)
     ps.add_parser("list", help="active environments").set_defaults(func=_list)
     r = ps.add_parser("review", help="rerun the solver on the pool, retire out-of-band tasks, plan replacements")

@@ -1,0 +1,2 @@
+#!/bin/bash
+mkdir -p /srv && echo one > /srv/log.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+mkdir -p /srv/queue && touch /srv/queue/a /srv/queue/b /srv/queue/c
