@@ -26,6 +26,7 @@ from aes_lib.flywheel.config import FlywheelConfig
 from aes_lib.flywheel.training import TrainingConfig
 from aes_lib.learner.config import LearnerConfig
 from aes_lib.review.reviewer import ReviewSettings
+from aes_lib.tracking.config import MetricsConfig
 
 REGISTRY: tuple[tuple[str, type], ...] = (
     ("Infrastructure, models and admission", Settings),
@@ -35,6 +36,7 @@ REGISTRY: tuple[tuple[str, type], ...] = (
     ("Training waves", TrainingConfig),
     ("Learner", LearnerConfig),
     ("Ask-human tasks", AskHumanSettings),
+    ("Experiment tracking", MetricsConfig),
 )
 """(heading, class) of every settings class: the class's ``section`` is its table in the
 config file, ``<env_prefix><FIELD>`` its variables."""
