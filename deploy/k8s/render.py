@@ -28,9 +28,11 @@ PART_OF = "autoenvscaling"
 SANDBOX = ("validator", "reset", "calibrator", "proposer", "rollouts", "pool-review", *DOMAIN_GATES)
 """Services that start Docker sandboxes (compose's socket-mounting services, plus pool-review,
 whose solver reruns run in sandboxes too, and every domain gate)."""
-STATEFUL = ("learner", *SEPARATE_LEARNERS)
+TRAINERS = ("learner", *SEPARATE_LEARNERS)
+STATEFUL = (*TRAINERS, "metrics")
 """One trainer per policy: its batcher and optimizer live in the process, so a second replica
-would train on half the samples. Fixed replicas, no autoscaling, Recreate rollouts."""
+would train on half the samples; one metrics process per run, which writes one run per tracking
+backend. Fixed replicas, no autoscaling, Recreate rollouts."""
 
 # KEDA reads consumer lag from the monitoring port of every server: the headless Service gives
 # KEDA per-pod names (nats-0.nats-headless...) to ask the consumer's leader. The namespace is
@@ -58,7 +60,7 @@ RESTRICTED = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
 
 
 def service_resources(name: str, sandbox: bool) -> dict:
-    if name in STATEFUL:
+    if name in TRAINERS:
         return {"requests": {"cpu": "2", "memory": "8Gi"}, "limits": {"cpu": "8", "memory": "16Gi"}}
     if sandbox:
         return {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"cpu": "1", "memory": "2Gi"}}

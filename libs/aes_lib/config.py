@@ -1,25 +1,42 @@
-"""Settings shared by every service, read from ``AES_*`` environment variables by ``read_env``,
-the one typed reader every settings class uses (``aes_lib.settings_table`` lists them)."""
+"""Settings shared by every service, and the one typed reader every settings class uses.
+
+A settings class is a frozen dataclass with ``env_prefix`` and ``section``. ``read_settings``
+takes its fields from three layers, each overriding the one before: the run's config file
+(``aes.toml``, or the file ``AES_CONFIG`` names; its ``[section]``), the environment
+(``<env_prefix><FIELD>``), then ``--set section.key=value`` overrides (``AES_SET``, which
+``aes --set`` fills so that the services it starts see them too). Values are converted to
+the annotated types by msgspec; ``aes_lib.runconfig`` lists the classes and shows the result.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import os
-from collections.abc import Callable
+import tomllib
 from pathlib import Path
-from typing import ClassVar, Literal, get_args, get_origin, get_type_hints
+from typing import Any, ClassVar, Literal, NamedTuple, get_args, get_origin, get_type_hints
+
+import msgspec
 
 
 STACK_FILE = "stack.json"
 """Under ``home``: the embedded stack's processes and connection settings (mode 0600)."""
+CONFIG_FILE = "aes.toml"
+"""The config file read from the working directory when ``AES_CONFIG`` names none."""
+CONFIG_VAR = "AES_CONFIG"
+"""Path of the run's config file (``aes --config PATH`` sets it)."""
+SET_VAR = "AES_SET"
+"""JSON list of ``section.key=value`` overrides (``aes --set`` sets it)."""
 
 
 def _home() -> Path:
     return Path(os.environ.get("AES_HOME", Path.cwd() / ".aes")).resolve()
 
 
-def _stack_settings(home: Path) -> dict[str, object]:
+def stack_settings(home: Path) -> dict[str, object]:
+    """The settings a running embedded stack recorded in ``<home>/stack.json`` (``{}`` without one)."""
     try:
         data = json.loads((home / STACK_FILE).read_text())
         return parse_fields(Settings, {k: str(v) for k, v in data.get("settings", {}).items()})
@@ -34,7 +51,7 @@ class StackFileError(ValueError):
 
 
 class SettingsError(ValueError):
-    """An ``AES_*`` variable whose value is not of its setting's type."""
+    """A setting whose value is not of its type, or a config key no settings class has."""
 
 
 DOC_DEFAULT = "doc_default"
@@ -43,34 +60,55 @@ computed (``home``) or a fallback is taken elsewhere (``model_api_key``)."""
 
 _BOOLS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
 
-
-def _names(raw: str) -> tuple[str, ...]:
-    return tuple(p.strip() for p in raw.split(",") if p.strip())
-
-
-# Annotated type -> (conversion, what an error says was expected).
-_CONVERTERS: dict[object, tuple[Callable[[str], object], str]] = {
-    str: (str, "a string"),
-    int: (int, "an integer"),
-    float: (float, "a number"),
-    bool: (lambda raw: _BOOLS[raw.strip().lower()], "one of 1, 0, true, false, yes, no"),
-    Path: (Path, "a path"),
-    tuple[str, ...]: (_names, "comma-separated names"),
+# Annotated type -> what an error says was expected; a type not listed has no reader.
+_EXPECTED: dict[object, str] = {
+    str: "a string",
+    int: "an integer",
+    float: "a number",
+    bool: "one of 1, 0, true, false, yes, no",
+    Path: "a path",
+    tuple[str, ...]: "comma-separated names",
 }
+_EXPECTED_TYPED = {**_EXPECTED, bool: "true or false", tuple[str, ...]: "an array of strings"}
+"""The same in a config file, whose values are typed."""
 
 
-def _convert(kind: object, raw: str) -> object:
-    """``raw`` as the annotated type ``kind``; ValueError saying what was expected."""
-    if get_origin(kind) is Literal:
-        if raw not in get_args(kind):
-            raise ValueError(f"expected one of {', '.join(map(str, get_args(kind)))}")
+class Sourced(NamedTuple):
+    """A value set by a layer, and which: the config file's path, ``AES_<FIELD>`` or ``--set``."""
+
+    value: object
+    source: str
+
+
+def _from_text(kind: object, raw: object) -> object:
+    # Text (a variable, a --set) in the shape msgspec's lax conversion takes.
+    if not isinstance(raw, str):
         return raw
-    if kind not in _CONVERTERS:
+    if kind is bool:
+        return _BOOLS.get(raw.strip().lower(), raw)
+    if kind == tuple[str, ...]:
+        return [p.strip() for p in raw.split(",") if p.strip()]
+    return raw
+
+
+def _dec_path(kind: type, obj: Any) -> Any:
+    if kind is Path and isinstance(obj, str):
+        return Path(obj)
+    raise NotImplementedError
+
+
+def convert(kind: object, raw: object, typed: bool = False) -> object:
+    """``raw`` as the annotated type ``kind``; ValueError saying what was expected. Text (a
+    variable, a ``--set``) is parsed; a ``typed`` value (from TOML) must be of the type already
+    (a number, not a quoted number; an array of names, not a comma-separated string)."""
+    literal = get_origin(kind) is Literal
+    if not literal and kind not in _EXPECTED:
         raise TypeError(f"no reader for settings of type {kind!r}")
-    parse, expected = _CONVERTERS[kind]
     try:
-        return parse(raw)
-    except (ValueError, KeyError):
+        return msgspec.convert(raw if typed else _from_text(kind, raw), kind, strict=typed, dec_hook=_dec_path)
+    except msgspec.ValidationError:
+        expected = f"one of {', '.join(map(str, get_args(kind)))}" if literal else \
+            (_EXPECTED_TYPED if typed else _EXPECTED)[kind]
         raise ValueError(f"expected {expected}") from None
 
 
@@ -78,38 +116,113 @@ def parse_fields(cls: type, raw: dict[str, str]) -> dict[str, object]:
     """``raw`` field values, written as text (``stack.json`` keeps them so), converted to
     the annotated types of the settings dataclass ``cls``; ValueError for one that does not convert."""
     hints = get_type_hints(cls)
-    return {name: _convert(hints[name], value) for name, value in raw.items()}
+    return {name: convert(hints[name], value) for name, value in raw.items()}
 
 
-def read_env(cls: type, error: type[Exception] = SettingsError) -> dict[str, object]:
-    """The fields of the settings dataclass ``cls`` that are set in the environment as
-    ``<cls.env_prefix><FIELD>``, each converted to its annotated type.
+def config_path() -> Path | None:
+    """The run's config file: ``AES_CONFIG``'s (which must exist), else ``./aes.toml`` if any."""
+    named = os.environ.get(CONFIG_VAR)
+    if named:
+        path = Path(named)
+        if not path.is_file():
+            raise SettingsError(f"{CONFIG_VAR}: no config file at {path}")
+        return path
+    local = Path.cwd() / CONFIG_FILE
+    return local if local.is_file() else None
 
-    A value that does not convert raises ``error`` (each class keeps the error its
-    callers catch) naming the variable, the expected type and the value.
+
+def layers_in_use() -> bool:
+    """Whether a config file or a ``--set`` applies (else only variables do)."""
+    return bool(os.environ.get(CONFIG_VAR) or os.environ.get(SET_VAR) or (Path.cwd() / CONFIG_FILE).is_file())
+
+
+_parsed: dict[Path, tuple[tuple[int, int], dict[str, Any]]] = {}
+
+
+def config_file(path: Path) -> dict[str, Any]:
+    """The TOML document at ``path`` (parsed again only when the file changes)."""
+    st = path.stat()
+    stamp = (st.st_mtime_ns, st.st_size)
+    cached = _parsed.get(path)
+    if cached is None or cached[0] != stamp:
+        try:
+            cached = (stamp, tomllib.loads(path.read_text()))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+            raise SettingsError(f"{path}: not valid TOML: {e}") from None
+        _parsed[path] = cached
+    return cached[1]
+
+
+def set_overrides() -> dict[str, dict[str, str]]:
+    """``AES_SET``'s ``section.key=value`` overrides as section -> key -> text."""
+    raw = os.environ.get(SET_VAR, "")
+    try:
+        items = json.loads(raw) if raw else []
+    except ValueError:
+        items = None
+    if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+        raise SettingsError(f"{SET_VAR}: expected a JSON list of section.key=value, got {raw!r}")
+    out: dict[str, dict[str, str]] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        section, dot, key = name.strip().partition(".")
+        if not sep or not dot or not section or not key:
+            raise SettingsError(f"--set {item!r}: expected section.key=value")
+        out.setdefault(section, {})[key] = value
+    return out
+
+
+def sourced(cls: type, error: type[Exception] = SettingsError) -> dict[str, Sourced]:
+    """The fields of the settings dataclass ``cls`` that a layer sets (file < environment <
+    ``--set``), converted to their annotated types, each with its source.
+
+    A value that does not convert, or a key ``cls`` has no field for, raises ``error`` (each
+    class keeps the error its callers catch) in one line naming the key and where it was set.
     """
     hints = get_type_hints(cls)
-    values: dict[str, object] = {}
-    for f in dataclasses.fields(cls):
-        var = f"{cls.env_prefix}{f.name.upper()}"
-        raw = os.environ.get(var)
-        if raw is None:
-            continue
-        try:
-            values[f.name] = _convert(hints[f.name], raw)
-        except ValueError as e:
-            raise error(f"{var}: {e}, got {raw!r}") from None
+    names = [f.name for f in dataclasses.fields(cls)]
+    section: str = cls.section  # type: ignore[attr-defined]
+    layers: list[tuple[str, str, dict[str, object]]] = []  # (source, how a key is named, values)
+    path = config_path()
+    if path is not None:
+        table = config_file(path).get(section, {})
+        if not isinstance(table, dict):
+            raise error(f"{path}: {section}: expected a [{section}] table, got {table!r}")
+        layers.append((str(path), f"{path}: {section}.{{}}", table))
+    env = {n: os.environ[f"{cls.env_prefix}{n.upper()}"] for n in names  # type: ignore[attr-defined]
+           if f"{cls.env_prefix}{n.upper()}" in os.environ}  # type: ignore[attr-defined]
+    layers.append(("env", f"{cls.env_prefix}{{}}", env))  # type: ignore[attr-defined]
+    layers.append(("--set", f"--set {section}.{{}}", set_overrides().get(section, {})))  # type: ignore[arg-type]
+    values: dict[str, Sourced] = {}
+    for source, label, table in layers:
+        for key, raw in table.items():
+            named = label.format(key.upper() if source == "env" else key)
+            if key not in names:
+                near = difflib.get_close_matches(key, names, 1)
+                raise error(f"{named}: unknown key" + (f" (did you mean {near[0]}?)" if near else ""))
+            try:
+                value = convert(hints[key], raw, typed=source not in ("env", "--set"))
+            except ValueError as e:
+                raise error(f"{named}: {e}, got {raw!r}") from None
+            values[key] = Sourced(value, named if source == "env" else source)
     return values
+
+
+def read_settings(cls: type, error: type[Exception] = SettingsError) -> dict[str, object]:
+    """The values ``sourced`` finds for ``cls``, without their sources."""
+    return {name: s.value for name, s in sourced(cls, error).items()}
 
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
     """Where the shared infrastructure is and how to reach it.
 
-    Every field can be set with the environment variable ``AES_<FIELD>`` (upper case).
+    Every field can be set in the config file's ``[core]`` section or with the environment
+    variable ``AES_<FIELD>`` (upper case).
     """
 
     env_prefix: ClassVar[str] = "AES_"
+    section: ClassVar[str] = "core"
     home: Path = dataclasses.field(default_factory=_home, metadata={DOC_DEFAULT: "./.aes"})
     """Embedded stack's state: NATS data, blobs, logs, credentials."""
     nats_url: str = "nats://127.0.0.1:4222"
@@ -199,11 +312,11 @@ class Settings:
 
     @classmethod
     def from_env(cls, **overrides: object) -> "Settings":
-        """Overrides, then ``AES_*`` variables, then a running embedded stack's
-        ``<home>/stack.json`` (written by ``aes up``), then the defaults."""
-        values = {**read_env(cls), **overrides}
+        """Overrides, then ``--set``, ``AES_*`` variables and the config file (``read_settings``),
+        then a running embedded stack's ``<home>/stack.json`` (written by ``aes up``), then the defaults."""
+        values = {**read_settings(cls), **overrides}
         home = Path(values["home"]) if "home" in values else _home()  # type: ignore[arg-type]
-        for name, value in _stack_settings(home).items():
+        for name, value in stack_settings(home).items():
             values.setdefault(name, value)
         return cls(**values)  # type: ignore[arg-type]
 

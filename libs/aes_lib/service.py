@@ -8,6 +8,7 @@ in-progress heartbeats for long handlers, tracing and graceful drain.
 from __future__ import annotations
 
 import abc
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar, Generic, Protocol, TypeVar
 
 from aes_proto.messages import Message
@@ -60,6 +61,15 @@ class Service(abc.ABC, Generic[M]):
 
     async def setup(self, ctx: Context) -> None:
         """Called once before the first message (load indexes, models...)."""
+
+    async def teardown(self) -> None:
+        """Called once after the last message was handled (flush and close what setup opened)."""
+
+    def companions(self) -> Sequence[Service]:
+        """Services run beside this one, in its process and on its connection, started after its
+        ``setup`` and stopped with it: one process consuming several subjects shares its state
+        (the metrics service's tracking runs)."""
+        return ()
 
     @abc.abstractmethod
     async def handle(self, msg: M, ctx: Context) -> None:

@@ -1,4 +1,4 @@
-"""Every settings class with its ``AES_*`` prefix, and the README's settings table made from them.
+"""The README's settings tables, one per config-file section, made from the settings classes.
 
 ``python -m aes_lib.settings_table`` prints the table as markdown; ``--write README.md``
 replaces what lies between the ``settings:begin`` / ``settings:end`` marker comments
@@ -16,25 +16,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from aes_lib.agents.proposer.config import ProposerConfig
-from aes_lib.config import DOC_DEFAULT, Settings
-from aes_lib.domains.ask_human.tool import AskHumanSettings
-from aes_lib.flywheel.config import FlywheelConfig
-from aes_lib.flywheel.training import TrainingConfig
-from aes_lib.learner.config import LearnerConfig
-from aes_lib.review.reviewer import ReviewSettings
-
-REGISTRY: tuple[tuple[str, type], ...] = (
-    ("Infrastructure, models and admission", Settings),
-    ("Flywheel rounds", FlywheelConfig),
-    ("Proposer", ProposerConfig),
-    ("Review gate", ReviewSettings),
-    ("Training waves", TrainingConfig),
-    ("Learner", LearnerConfig),
-    ("Ask-human tasks", AskHumanSettings),
-)
-"""(heading, class) of every settings class; each reads ``<cls.env_prefix><FIELD>`` with
-``aes_lib.config.read_env``."""
+from aes_lib.config import DOC_DEFAULT
+from aes_lib.runconfig import REGISTRY
 
 BEGIN, END = "<!-- settings:begin -->", "<!-- settings:end -->"
 
@@ -83,16 +66,18 @@ def _default(f: dataclasses.Field) -> str:
 
 
 def markdown() -> str:
-    """The settings tables: per registered class, one row per variable (name, default, meaning)."""
+    """The settings tables: per registered class (a config-file section), one row per field
+    (key, variable, default, meaning)."""
     parts = []
     for heading, cls in REGISTRY:
         docs = field_docs(cls)
-        rows = ["| variable | default | meaning |", "|---|---|---|"]
+        rows = ["| key | variable | default | meaning |", "|---|---|---|---|"]
         for f in dataclasses.fields(cls):
             if f.name not in docs:
                 raise SettingsDocError(f"{cls.__qualname__}.{f.name} has no docstring: the settings table needs one")
-            rows.append(f"| `{cls.env_prefix}{f.name.upper()}` | {_default(f)} | {_cell(docs[f.name])} |")
-        parts.append(f"**{heading}** (`{cls.__module__}.{cls.__qualname__}`)\n\n" + "\n".join(rows))
+            rows.append(f"| `{f.name}` | `{cls.env_prefix}{f.name.upper()}` | {_default(f)} | {_cell(docs[f.name])} |")
+        parts.append(f"**`[{cls.section}]`** {heading} (`{cls.__module__}.{cls.__qualname__}`)\n\n"
+                     + "\n".join(rows))
     return "\n\n".join(parts)
 
 

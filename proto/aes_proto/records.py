@@ -29,6 +29,8 @@ LEARNER_BUCKET = "aes_learner"
 """``<run id>``: the ``BlobRef`` (JSON) of the learner's saved state."""
 HEALTH_BUCKET = "aes_health"
 """``<service>.<host>-<pid>``: ``ServiceHealth`` of each running replica (expires when it stops reporting)."""
+RUNS_BUCKET = "aes_runs"
+"""``<run id>``: ``RunRecord`` of each ``aes run`` / ``aes train``, with the configuration it ran with."""
 
 
 class PoolEntry(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -147,3 +149,17 @@ class ServiceHealth(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fi
     stuck_io: tuple[str, ...] = ()
     """Blocking I/O calls past their deadline whose threads have not returned yet."""
     dead_lettered: int = 0
+
+
+class RunRecord(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """One run of the flywheel (``aes run``) or of training waves (``aes train``)."""
+
+    run_id: str
+    command: str
+    started_at: float
+    config: dict[str, dict[str, str | int | float | bool | list[str]]]
+    """The effective configuration, section -> key -> value, as its config file holds it
+    (secrets left out): ``aes --config`` on it runs the same settings."""
+    sources: dict[str, str] = {}
+    """``section.key`` -> where its value came from: the config file, ``AES_<FIELD>``, ``--set``,
+    ``stack.json``; keys left at their default are not listed."""

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from aes_lib.config import STACK_FILE, Settings, parse_fields
+from aes_lib.config import STACK_FILE, Settings, parse_fields, sourced
 from aes_ops.localinfra import BinaryNotFoundError, find_binary, free_ports
 
 START_TIMEOUT = 30.0
@@ -291,9 +291,11 @@ def up(settings: Settings, services: Mapping[str, str] | None = None, model: boo
     engine_env = {**os.environ, "AES_HOME": str(home), "AES_BLOB_URL": settings.blob_location}
     # Every shell that finds the stack through stack.json agrees on how the policy is served,
     # and on the contamination gate: no held-out benchmark ships with the stack, so unless
-    # AES_CONTAMINATION_REQUIRED says otherwise it opts out (health, status and aes run warn).
+    # contamination_required is set (config file, variable or --set) it opts out (health,
+    # status and aes run warn).
+    required = sourced(Settings).get("contamination_required")
     state.settings.update(engine=settings.engine, policy_mode=settings.policy_mode,
-                          contamination_required=os.environ.get("AES_CONTAMINATION_REQUIRED", "0"))
+                          contamination_required="0" if required is None else str(int(bool(required.value))))
     if model and ours and not alive(state.model, MODEL_MARKER):
         say(f"model: loading ({settings.engine} engine)")
         state.model, state.settings["model_url"] = _start_model(home, settings.engine, engine_env)

@@ -24,6 +24,7 @@ SERVICES: dict[str, str] = {
     "training-wave": "aes_services.training:WavePlannerService",
     "rollouts": "aes_services.training:TrainingRolloutService",
     "weight-sync": "aes_services.serving:WeightSyncService",
+    "metrics": "aes_services.metrics:MetricsService",
 }
 
 DOMAIN_GATES: dict[str, str] = {

@@ -1,4 +1,5 @@
-"""One typed reader for every ``AES_*`` setting, and the README's settings table generated from it."""
+"""One typed reader for every ``AES_*`` setting, and the README's settings table generated from it
+(the config file and ``--set`` layers: ``tests/foundation/test_runconfig.py``)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 from aes_lib import settings_table
 from aes_lib.agents.proposer.config import ProposerConfig
-from aes_lib.config import DOC_DEFAULT, Settings, SettingsError, read_env
+from aes_lib.config import DOC_DEFAULT, Settings, SettingsError, read_settings
 from aes_lib.flywheel.training import TrainingConfig
 from aes_lib.learner import LearnerConfig, LearnerConfigError
 from aes_lib.models import Price, chat_client
@@ -30,6 +31,7 @@ NOT_SETTINGS = {"AES_EXEC_ID"}
 @dataclasses.dataclass(frozen=True)
 class Kinds:
     env_prefix: ClassVar[str] = "AES_T_"
+    section: ClassVar[str] = "t"
     text: str = ""
     count: int = 0
     ratio: float = 0.0
@@ -52,9 +54,11 @@ def test_the_readme_table_is_the_generated_one():
 
 def test_every_variable_has_one_row_with_its_docstring_and_default():
     table = settings_table.markdown()
-    rows = {line.split(" | ")[0].strip("|` "): line for line in table.splitlines() if line.startswith("| `")}
+    rows = {line.split(" | ")[1].strip("` "): line for line in table.splitlines() if line.startswith("| `")}
     assert set(rows) == set(settings_table.variables())
-    assert "`AES_TRAINING_WAVES_PER_ROUND` | `1` | Waves `aes run` requests" in rows["AES_TRAINING_WAVES_PER_ROUND"]
+    assert "| `waves_per_round` | `AES_TRAINING_WAVES_PER_ROUND` | `1` | Waves `aes run` requests" \
+        in rows["AES_TRAINING_WAVES_PER_ROUND"]
+    assert "**`[training]`** Training waves" in table
     assert "| `AES_HOME` | `./.aes` |" in rows["AES_HOME"]
     assert "| `AES_MODEL_API_KEY` | `$OPENAI_API_KEY` |" in rows["AES_MODEL_API_KEY"]  # the documented fallback
     assert "| `AES_REVIEW_ENFORCE` | `false` |" in rows["AES_REVIEW_ENFORCE"]
@@ -69,6 +73,7 @@ def test_a_field_without_a_docstring_fails_the_generator(monkeypatch):
     @dataclasses.dataclass(frozen=True)
     class Undocumented:
         env_prefix: ClassVar[str] = "AES_U_"
+        section: ClassVar[str] = "u"
         documented: int = 1
         """Has one."""
         bare: int = 2
@@ -99,7 +104,7 @@ def test_every_aes_variable_read_in_the_code_is_registered():
     assert "AES_HOME" in found  # the scan sees reads (config.py's default home)
     known = set(settings_table.variables()) | NOT_SETTINGS
     assert {name: paths for name, paths in found.items() if name not in known} == {}, \
-        "read these through a registered settings class (aes_lib.config.read_env)"
+        "read these through a registered settings class (aes_lib.config.read_settings)"
 
 
 def test_the_scan_catches_ad_hoc_reads():
@@ -109,14 +114,14 @@ def test_the_scan_catches_ad_hoc_reads():
 
 
 def test_the_reader_converts_by_annotation(monkeypatch):
-    assert read_env(Kinds) == {}
+    assert read_settings(Kinds) == {}
     for name, raw in {"TEXT": " a b ", "COUNT": "-3", "RATIO": "1e-3", "FLAG": "Yes", "WHERE": "/tmp/x",
                       "NAMES": " /a, ,/b ", "MODE": "b"}.items():
         monkeypatch.setenv(f"AES_T_{name}", raw)
-    assert Kinds(**read_env(Kinds)) == Kinds(" a b ", -3, 0.001, True, Path("/tmp/x"), ("/a", "/b"), "b")
+    assert Kinds(**read_settings(Kinds)) == Kinds(" a b ", -3, 0.001, True, Path("/tmp/x"), ("/a", "/b"), "b")
     for raw, value in {"1": True, "true": True, "no": False, "0": False, "FALSE": False}.items():
         monkeypatch.setenv("AES_T_FLAG", raw)
-        assert read_env(Kinds)["flag"] is value
+        assert read_settings(Kinds)["flag"] is value
 
 
 @pytest.mark.parametrize("name, raw, message", [
@@ -129,20 +134,21 @@ def test_the_reader_converts_by_annotation(monkeypatch):
 def test_the_reader_rejects_bad_values_naming_the_variable(monkeypatch, name, raw, message):
     monkeypatch.setenv(f"AES_T_{name}", raw)
     with pytest.raises(SettingsError, match=re.escape(message)):
-        read_env(Kinds)
+        read_settings(Kinds)
     with pytest.raises(KindsError, match=re.escape(message)):
-        read_env(Kinds, KindsError)
+        read_settings(Kinds, KindsError)
 
 
 def test_the_reader_refuses_a_type_it_cannot_read(monkeypatch):
     @dataclasses.dataclass(frozen=True)
     class Odd:
         env_prefix: ClassVar[str] = "AES_T_"
+        section: ClassVar[str] = "t"
         limits: dict[str, int] = dataclasses.field(default_factory=dict)
 
     monkeypatch.setenv("AES_T_LIMITS", "{}")
     with pytest.raises(TypeError, match="no reader"):
-        read_env(Odd)
+        read_settings(Odd)
 
 
 def test_every_registered_default_reads_back_from_its_table_text(monkeypatch):
@@ -151,7 +157,7 @@ def test_every_registered_default_reads_back_from_its_table_text(monkeypatch):
         if DOC_DEFAULT not in f.metadata:
             monkeypatch.setenv(var, settings_table.env_text(f.default))
     for _, cls in settings_table.REGISTRY:
-        values = read_env(cls)
+        values = read_settings(cls)
         assert values == {f.name: f.default for f in dataclasses.fields(cls) if DOC_DEFAULT not in f.metadata}
 
 

@@ -86,6 +86,11 @@ def consumer_config(service: Service) -> ConsumerConfig:
     )
 
 
+def _log_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("companion service stopped: %r", task.exception(), exc_info=task.exception())
+
+
 class _Runner:
     def __init__(self, service: Service, bus: Bus, backoff: Backoff, freeze_heap: bool = False) -> None:
         self.service = service
@@ -102,6 +107,9 @@ class _Runner:
         await self.bus.js.add_consumer(self.stream, consumer_config(svc))
         sub = await self.bus.js.pull_subscribe_bind(durable=svc.name, stream=self.stream)
         await svc.setup(self.bus)
+        companions = [asyncio.create_task(_Runner(c, self.bus, self.backoff).run(stop)) for c in svc.companions()]
+        for task in companions:
+            task.add_done_callback(_log_failure)
         if self.freeze_heap:
             # In a process of its own, what exists now (modules, settings, the handler's indexes
             # and models) lives as long as the process: take it out of the cyclic collector's
@@ -142,6 +150,8 @@ class _Runner:
             if inflight:
                 await asyncio.gather(*inflight, return_exceptions=True)
             reporting.cancel()
+            await asyncio.gather(*companions, return_exceptions=True)
+            await svc.teardown()
             await self.health.remove()
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()

@@ -6,7 +6,7 @@ import dataclasses
 from typing import ClassVar
 
 from aes_lib.agents.proposer.boundary import MODES
-from aes_lib.config import read_env
+from aes_lib.config import read_settings
 from aes_lib.flywheel.calibration import CalibrationRule
 
 
@@ -19,6 +19,7 @@ class FlywheelConfig:
     """Pool size, review cadence and round shape. Field ``x`` reads ``AES_X``."""
 
     env_prefix: ClassVar[str] = "AES_"
+    section: ClassVar[str] = "flywheel"
     pool_capacity: int = 256
     """Active environments kept in the pool."""
     review_every: int = 16
@@ -41,7 +42,7 @@ class FlywheelConfig:
 
     @classmethod
     def from_env(cls, **overrides: object) -> "FlywheelConfig":
-        return cls(**{**read_env(cls, FlywheelConfigError), **overrides})  # type: ignore[arg-type]
+        return cls(**{**read_settings(cls, FlywheelConfigError), **overrides})  # type: ignore[arg-type]
 
     def __post_init__(self) -> None:
         if self.generation_mode not in MODES:

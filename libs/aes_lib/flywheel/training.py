@@ -15,7 +15,7 @@ from typing import ClassVar
 
 from aes_proto.messages import RolloutRequest, TrainingWave
 
-from aes_lib.config import read_env
+from aes_lib.config import read_settings
 from aes_proto.records import PoolEntry
 
 
@@ -28,6 +28,7 @@ class TrainingConfig:
     """Training rollouts. Field ``x`` reads ``AES_TRAINING_X``; defaults are sized for 2 CPU cores."""
 
     env_prefix: ClassVar[str] = "AES_TRAINING_"
+    section: ClassVar[str] = "training"
     groups_per_wave: int = 2
     """Environments sampled per wave (paper: 16 groups a batch)."""
     group_size: int = 4
@@ -54,7 +55,7 @@ class TrainingConfig:
 
     @classmethod
     def from_env(cls, **overrides: object) -> "TrainingConfig":
-        return cls(**{**read_env(cls, TrainingConfigError), **overrides})  # type: ignore[arg-type]
+        return cls(**{**read_settings(cls, TrainingConfigError), **overrides})  # type: ignore[arg-type]
 
 
 def sample_environments(entries: Sequence[PoolEntry], n: int, seed: str) -> list[PoolEntry]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar, Literal
 
-from aes_lib.config import read_env
+from aes_lib.config import read_settings
 
 
 class LearnerConfigError(ValueError):
@@ -17,6 +17,7 @@ class LearnerConfig:
     """Every field can be set with ``AES_LEARNER_<FIELD>`` (upper case)."""
 
     env_prefix: ClassVar[str] = "AES_LEARNER_"
+    section: ClassVar[str] = "learner"
     model_path: str = ""
     """Folder of a transformers causal LM (config + safetensors) to start training from;
     empty: the bundled SmolLM2-135M-Instruct, exported once to ``<AES_HOME>/models/``."""
@@ -82,4 +83,4 @@ class LearnerConfig:
 
     @classmethod
     def from_env(cls, **overrides: object) -> "LearnerConfig":
-        return cls(**{**read_env(cls, LearnerConfigError), **overrides})  # type: ignore[arg-type]
+        return cls(**{**read_settings(cls, LearnerConfigError), **overrides})  # type: ignore[arg-type]

@@ -15,7 +15,7 @@ from typing import ClassVar
 
 from aes_proto.messages import CriterionVerdict
 
-from aes_lib.config import read_env
+from aes_lib.config import read_settings
 from aes_lib.models import ChatClient
 from aes_lib.review.parser import ReviewParseError, parse_review
 from aes_lib.review.prompt import retry_message, review_messages, task_files
@@ -31,6 +31,7 @@ class ReviewSettings:
     """How the review gate asks and what it does with the answer (``AES_REVIEW_<FIELD>``)."""
 
     env_prefix: ClassVar[str] = "AES_REVIEW_"
+    section: ClassVar[str] = "review"
     enforce: bool = False
     """Whether a failed criterion rejects the candidate. Off by default: the default local
     model (SmolLM2-135M) cannot judge a task, so its verdicts are recorded as evidence but
@@ -52,7 +53,7 @@ class ReviewSettings:
 
     @classmethod
     def from_env(cls) -> "ReviewSettings":
-        return cls(**read_env(cls, ReviewSettingsError))  # type: ignore[arg-type]
+        return cls(**read_settings(cls, ReviewSettingsError))  # type: ignore[arg-type]
 
 
 @dataclasses.dataclass(frozen=True)

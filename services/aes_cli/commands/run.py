@@ -26,6 +26,7 @@ from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
 from aes_ops import demo, report
 from aes_ops.readout import snapshot
 from aes_ops.rounds import BusFeed, run_rounds
+from aes_ops.runrecord import CONFIG_NAME, record_run
 from aes_ops.seeding import SEEDS_DIR, seed_dirs, seed_pool
 from aes_lib.flywheel.status import render
 from aes_lib.flywheel.training import TrainingConfig
@@ -40,6 +41,8 @@ def _say(line: str) -> None:
 async def flywheel(settings: Settings, args: argparse.Namespace) -> int:
     config = FlywheelConfig.from_env()
     async with await Bus.connect(settings, name="aes-run") as bus:
+        run = await record_run(bus, settings.home, "run")
+        _say(f"run {run.run_id}: configuration in {settings.home / CONFIG_NAME}")
         store = PoolStore(await bus.kv(BUCKET), config.pool_capacity)
         dirs = [] if args.no_seed else seed_dirs(args.seeds)
         if dirs and not args.no_validate:
@@ -108,6 +111,8 @@ def _training_phase(bus, settings: Settings, waves: int | None, tally: LearnerTa
 
 async def training_only(settings: Settings, args: argparse.Namespace) -> int:
     async with await Bus.connect(settings, name="aes-train") as bus:
+        run = await record_run(bus, settings.home, "train")
+        _say(f"run {run.run_id}: configuration in {settings.home / CONFIG_NAME}")
         store = PoolStore(await bus.kv(BUCKET), FlywheelConfig.from_env().pool_capacity)
         if not (await store.index()).active:
             print("the pool is empty: seed it first (aes pool seed, or aes run)", file=sys.stderr)

@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from aes_lib.agents.proposer.baselines import BaselineLimits
 from aes_lib.agents.proposer.harness import EpisodeBudget
-from aes_lib.config import read_env
+from aes_lib.config import read_settings
 
 _EPISODE = EpisodeBudget()
 _BASELINE = BaselineLimits()
@@ -19,6 +19,7 @@ class ProposerConfig:
     ``EpisodeBudget``'s or ``BaselineLimits``' value."""
 
     env_prefix: ClassVar[str] = "AES_PROPOSER_"
+    section: ClassVar[str] = "proposer"
     max_turns: int = _EPISODE.loop.max_turns
     """Model calls per agentic episode."""
     time_limit_s: float = _EPISODE.loop.time_limit_s
@@ -30,7 +31,7 @@ class ProposerConfig:
 
     @classmethod
     def from_env(cls) -> "ProposerConfig":
-        return cls(**read_env(cls))  # type: ignore[arg-type]
+        return cls(**read_settings(cls))  # type: ignore[arg-type]
 
     def budget(self) -> EpisodeBudget:
         return _EPISODE.with_loop(max_turns=self.max_turns, time_limit_s=self.time_limit_s, max_tokens=self.max_tokens)

@@ -32,7 +32,8 @@ def tools(task: "Task", client: "ChatClient") -> "AskHumanSession | None":
 def shaped(task_reward: float, metrics: Mapping[str, float]) -> float | None:
     """The learner's reward: Ask-F1 mixed in at ``AES_ASK_F1_WEIGHT``; None (the task's reward
     alone) when the weight is 0 or the attempt had no ask_human tool."""
-    from aes_lib.domains.ask_human.tool import AskHumanSettings, shaped_reward
+    from aes_lib.domains.ask_human.settings import AskHumanSettings
+    from aes_lib.domains.ask_human.tool import shaped_reward
 
     weight = AskHumanSettings.from_env().ask_f1_weight
     return shaped_reward(task_reward, metrics, weight) if weight and "ask_f1" in metrics else None

@@ -9,16 +9,15 @@ questions that hit a withheld detail and the share of withheld details revealed.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import re
 import shlex
 from collections.abc import Mapping
-from typing import ClassVar, Literal
+from typing import Literal
 
 from aes_lib.agents.loop import ToolResult
-from aes_lib.config import SettingsError, read_env
 from aes_lib.domains.ask_human.blockers import Blocker
+from aes_lib.domains.ask_human.settings import AskHumanSettings
 from aes_lib.models import ChatClient, ModelError
 
 log = logging.getLogger(__name__)
@@ -39,22 +38,6 @@ nothing runs in the container. Ask when a detail you need is missing or ambiguou
 ask about things you can find out yourself. Questions that are not about a withheld detail are
 answered "I can't help with that" and count against you."""
 _COMMAND = re.compile(rf"^\s*{TOOL}(?![\w.-])[:\s]*(.*)$", re.DOTALL)
-
-
-@dataclasses.dataclass(frozen=True)
-class AskHumanSettings:
-    """How ask_human tasks are run and scored."""
-
-    env_prefix: ClassVar[str] = "AES_"
-    ask_human_judge: Literal["model", "keywords"] = "model"
-    """What decides which withheld detail an ``ask_human`` question asks for: ``model`` (the
-    solver's own model as a judge, keywords when its reply is of no use) or ``keywords``."""
-    ask_f1_weight: float = 0.0
-    """Share of Ask-F1 in the reward the learner trains on for ask_human tasks (0: the task's reward)."""
-
-    @classmethod
-    def from_env(cls) -> "AskHumanSettings":
-        return cls(**read_env(cls, SettingsError))  # type: ignore[arg-type]
 
 
 def parse_question(command: str) -> str | None:
