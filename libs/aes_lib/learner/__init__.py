@@ -11,7 +11,14 @@ Several ranks (FSDP2): ``distributed`` (launch, sharding, rank 0 driving the oth
 
 from aes_lib.learner.advantages import centred, has_signal
 from aes_lib.learner.batcher import Batch, Batcher, Group
-from aes_lib.learner.checkpoint import CheckpointError, folder_tensors, load_tensors, policy_tensors, write_hf_folder
+from aes_lib.learner.checkpoint import (
+    CheckpointError,
+    folder_tensors,
+    load_tensors,
+    policy_tensors,
+    publish_model,
+    write_hf_folder,
+)
 from aes_lib.learner.config import LearnerConfig, LearnerConfigError
 from aes_lib.learner.head import LogprobHead, UnsupportedModelError, install_head
 from aes_lib.learner.losses import LOSSES, UnknownLossError, get_loss, register_loss
@@ -25,5 +32,5 @@ __all__ = [
     "LearnerConfigError", "LogprobHead", "Sample", "StepStats", "TokenizedTurn", "TrainSeq",
     "TrajectoryFormatError", "UnknownLossError", "UnsupportedModelError", "centred", "checkpoint_key",
     "folder_tensors", "get_loss", "has_signal", "install_head", "load_tensors", "pack_turns", "policy_tensors",
-    "register_loss", "turns_from_trajectory", "write_hf_folder",
+    "publish_model",     "register_loss", "turns_from_trajectory", "write_hf_folder",
 ]

@@ -16,7 +16,7 @@ import torch
 from safetensors.torch import load_file
 
 from aes_lib.blobstore import BlobStore
-from aes_lib.checkpoints import fetch_folder
+from aes_lib.checkpoints import fetch_folder, publish_folder
 from aes_proto.messages import BlobRef
 
 _NOT_TOKENIZER = ("config.json", ".safetensors", ".safetensors.index.json", ".bin", ".pt", ".gguf", ".pth")
@@ -50,6 +50,14 @@ def write_hf_folder(state: dict[str, torch.Tensor], config, folder: Path, *, dty
 def _own_storage(t: torch.Tensor) -> torch.Tensor:
     """A gathered shard may be a view into a larger buffer, which safetensors refuses to save."""
     return t if t.untyped_storage().nbytes() == t.nbytes else t.clone()
+
+
+def publish_model(store: BlobStore, prefix: str, model: torch.nn.Module, *, dtype: torch.dtype = torch.float32,
+                  tokenizer_from: Path | None = None) -> BlobRef:
+    """An unsharded ``model`` published under ``prefix`` as an HF-format folder; its manifest's ref."""
+    with tempfile.TemporaryDirectory(prefix="aes-publish-") as tmp:
+        write_hf_folder(model.state_dict(), model.config, Path(tmp), dtype=dtype, tokenizer_from=tokenizer_from)
+        return publish_folder(store, prefix, Path(tmp))
 
 
 def folder_tensors(folder: Path) -> dict[str, torch.Tensor]:
