@@ -11,13 +11,14 @@ import copy
 import shutil
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from safetensors.torch import load_file
 
-from aes_lib.blobstore import BlobStore
-from aes_lib.checkpoints import fetch_folder, publish_folder
-from aes_proto.messages import BlobRef
+if TYPE_CHECKING:  # the writing side runs where only the ML stack is installed (bench/gpu_learner.py)
+    from aes_lib.blobstore import BlobStore
+    from aes_proto.messages import BlobRef
 
 _NOT_TOKENIZER = ("config.json", ".safetensors", ".safetensors.index.json", ".bin", ".pt", ".gguf", ".pth")
 
@@ -55,6 +56,8 @@ def _own_storage(t: torch.Tensor) -> torch.Tensor:
 def publish_model(store: BlobStore, prefix: str, model: torch.nn.Module, *, dtype: torch.dtype = torch.float32,
                   tokenizer_from: Path | None = None) -> BlobRef:
     """An unsharded ``model`` published under ``prefix`` as an HF-format folder; its manifest's ref."""
+    from aes_lib.checkpoints import publish_folder
+
     with tempfile.TemporaryDirectory(prefix="aes-publish-") as tmp:
         write_hf_folder(model.state_dict(), model.config, Path(tmp), dtype=dtype, tokenizer_from=tokenizer_from)
         return publish_folder(store, prefix, Path(tmp))
@@ -70,6 +73,8 @@ def folder_tensors(folder: Path) -> dict[str, torch.Tensor]:
 
 def policy_tensors(store: BlobStore, ref: BlobRef) -> dict[str, torch.Tensor]:
     """The tensors of the published version whose manifest is ``ref`` (digests checked on fetch)."""
+    from aes_lib.checkpoints import fetch_folder
+
     with tempfile.TemporaryDirectory(prefix="aes-policy-") as tmp:
         return folder_tensors(fetch_folder(store, ref, Path(tmp) / "policy"))
 
