@@ -129,6 +129,7 @@ class LearnerService(Service[TrajectoryRef]):
         self.state = await self._load_state(ctx)
         if self.state.train_state:
             await self._call("load", self.state.train_state)
+        await asyncio.to_thread(self._forget_other_saves)
         self.version = self.state.train_version
         for update in self.state.replay:  # the updates after the save, as they ran
             samples = [await asyncio.to_thread(self._sample, ctx, ref) for ref in update.samples]
@@ -147,6 +148,13 @@ class LearnerService(Service[TrajectoryRef]):
         if self.version or samples:
             log.info("resumed %s at policy version %d (saved at %d, %d replayed) holding %d samples", self.run_id,
                      self.version, self.state.train_version, len(self.state.replay), len(samples))
+
+    def _forget_other_saves(self) -> None:
+        """Saves the state does not point at (a crash came between a save and the state's update)."""
+        if self.state_root.is_dir():
+            for old in self.state_root.iterdir():
+                if str(old) != self.state.train_state:
+                    shutil.rmtree(old, ignore_errors=True)
 
     async def _call(self, name: str, *args):
         """Run a collective operation of the runtime on every rank (in a thread: the bus stays served)."""
