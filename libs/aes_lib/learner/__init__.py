@@ -32,5 +32,5 @@ __all__ = [
     "LearnerConfigError", "LogprobHead", "Sample", "StepStats", "TokenizedTurn", "TrainSeq",
     "TrajectoryFormatError", "UnknownLossError", "UnsupportedModelError", "centred", "checkpoint_key",
     "folder_tensors", "get_loss", "has_signal", "install_head", "load_tensors", "pack_turns", "policy_tensors",
-    "publish_model",     "register_loss", "turns_from_trajectory", "write_hf_folder",
+    "publish_model", "publish_policy", "register_loss", "turns_from_trajectory", "write_hf_folder",
 ]
