@@ -6,9 +6,11 @@
 # 1. bench/kernels_bench.py: checks the fused kernels against the torch reference on the GPU
 #    (fp32 and bf16, values and gradients), times fused vs eager vs chunked torch at
 #    V = 151,936 and the DPPO loss kernel -> bench/results/kernels_gpu.md.
-# 2. bench/gpu_learner.py: a DppoTrainer.step on a random-init ~0.5B Llama (vocab 151,936)
-#    with kernel_backend triton vs torch (fp32 and bf16): the backends' first-step losses
-#    must agree; tokens/s and peak memory -> bench/results/learner_gpu.md.
+# 2. bench/gpu_learner.py: the learner's FSDP2 step (1 rank, nccl; activation checkpointing;
+#    fp32 master weights, fp32 and bf16 compute) on a random-init ~0.5B Qwen2 (vocab 151,936)
+#    with kernel_backend triton vs torch: the backends' first-step losses must agree; tokens/s
+#    and peak memory; then the HF-format export, reloaded -> bench/results/learner_gpu.md.
+#    Dry run here: python bench/gpu_learner.py --device cpu --tiny
 # Each part has its own timeout; logs and results are copied to $OUT as they finish, so the
 # figures come back even if the run is cut short. Exit status: the first failing part's.
 set -uo pipefail

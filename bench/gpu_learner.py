@@ -1,26 +1,27 @@
-"""One DPPO learner update on the GPU: ``kernel_backend="triton"`` against ``"torch"``.
+"""One DPPO learner update under FSDP2 on one GPU: ``kernel_backend="triton"`` against ``"torch"``.
 
-A randomly initialised Llama-style model shaped like Qwen2.5-0.5B (vocabulary
-151,936, hidden 896, 24 layers, GQA 14/2 heads, tied embeddings; ~0.49B
-parameters, built from a ``LlamaConfig``, nothing downloaded) takes
-``aes_lib.learner.DppoTrainer.step`` on a batch of solver groups with a few
-thousand completion tokens (varied lengths; sampler log-probs from a forward pass
-of the same weights, jittered so the DPPO ratio and mask are not trivially 1 / 0).
-For each dtype, each backend starts from identical weights: the first step's
-loss, grad norm and mean divergence must agree between the backends within a
-tolerance; the next steps are timed (median), with the allocator's peak memory.
-The baseline is ``torch`` (full ``[tokens, vocab]`` logits for the completion
-positions, log-softmax, gather), measured in the same run.
+A randomly initialised model shaped like Qwen2.5-0.5B (``Qwen2Config``: vocabulary 151,936,
+hidden 896, 24 layers, GQA 14/2 heads with q/k/v bias, tied embeddings; ~0.49B parameters,
+nothing downloaded) is saved as a transformers folder and built by the learner's own
+``LearnerRuntime`` on a 1-rank process group (nccl; gloo for the CPU dry run): ``fully_shard``
+per decoder layer + root, fp32 master weights and AdamW moments, compute in each dtype
+(``MixedPrecisionPolicy``), activation checkpointing on. The batch: solver groups with a few
+thousand completion tokens (varied lengths; sampler log-probs from a forward pass of the same
+weights, jittered so the DPPO ratio and mask are not trivially 1 / 0). For each dtype, each
+backend starts from identical weights: the first step's loss, grad norm and mean divergence
+must agree between the backends within a tolerance; the next steps are timed (median), with the
+allocator's peak memory. The baseline is ``torch`` (full ``[tokens, vocab]`` logits for the
+completion positions, log-softmax, gather), measured in the same run. Then one learner step end
+to end: plan, step, export of the HF-format folder the engines load, reloaded by transformers.
 
-Imports only torch, triton, transformers and this tree (libs/, proto/, kernels/ are
-put on ``sys.path``); where msgspec is missing (the lent GPU machine has only the
-ML stack) the trainer's modules are loaded without the learner package's
-bus-facing parts.
+Imports only torch, triton, transformers (+ safetensors, huggingface_hub) and this tree (libs/,
+proto/, kernels/ are put on ``sys.path``); where msgspec is missing (the lent GPU machine has only
+the ML stack) the trainer's modules are loaded without the learner package's bus-facing parts.
 
-Run: ``python bench/gpu_learner.py --out bench/results/learner_gpu.md`` on CUDA
-(see ``bench/gpu_kernels.sh``); ``python bench/gpu_learner.py --device cpu --tiny``
-is a smoke check (tiny model; torch backend only unless ``TRITON_INTERPRET=1``;
-writes to the temp folder unless ``--out`` is given).
+Run: ``python bench/gpu_learner.py --out bench/results/learner_gpu.md`` on CUDA (see
+``bench/gpu_kernels.sh``); ``python bench/gpu_learner.py --device cpu --tiny`` is the dry run
+(tiny model, gloo; torch backend only unless ``TRITON_INTERPRET=1``; writes to the temp folder
+unless ``--out`` is given).
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ TOL = {"float32": 2e-3, "bfloat16": 3e-2}
 
 
 def _import_learner():
-    """``(DppoTrainer, LearnerConfig, Sample, TokenizedTurn)`` from this tree."""
+    """``(LearnerRuntime, LearnerConfig, Sample, TokenizedTurn)`` from this tree."""
     try:
         import msgspec  # noqa: F401
     except ImportError:
@@ -79,12 +80,10 @@ def _import_learner():
         batcher = types.ModuleType("aes_lib.learner.batcher")
         batcher.Batch = object  # the trainer only reads batch.samples
         sys.modules.setdefault("aes_lib.learner.batcher", batcher)
-        from aes_lib.learner.config import LearnerConfig
-        from aes_lib.learner.samples import Sample, TokenizedTurn
-        from aes_lib.learner.trainer import DppoTrainer
-        return DppoTrainer, LearnerConfig, Sample, TokenizedTurn
-    from aes_lib.learner import DppoTrainer, LearnerConfig, Sample, TokenizedTurn
-    return DppoTrainer, LearnerConfig, Sample, TokenizedTurn
+    from aes_lib.learner.config import LearnerConfig
+    from aes_lib.learner.runtime import LearnerRuntime
+    from aes_lib.learner.samples import Sample, TokenizedTurn
+    return LearnerRuntime, LearnerConfig, Sample, TokenizedTurn
 
 
 class _Batch:
@@ -94,18 +93,35 @@ class _Batch:
         self.samples = samples
 
 
-def build_model(cfg_kw: dict, dtype: torch.dtype, device: str, seed: int = 0):
-    from transformers import LlamaConfig, LlamaForCausalLM
+def save_model(cfg_kw: dict, folder: Path, seed: int = 0) -> Path:
+    """The random-init Qwen2-shaped model as a transformers folder (what the learner starts from)."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
 
     torch.manual_seed(seed)
-    cfg = LlamaConfig(**cfg_kw)
-    with torch.device(device):
-        model = LlamaForCausalLM(cfg)
-    return model.to(dtype)
+    Qwen2ForCausalLM(Qwen2Config(**cfg_kw)).save_pretrained(folder)
+    return folder
 
 
-def make_batch(model, shape: dict, vocab: int, device: str, Sample, TokenizedTurn):
+def init_group(device: str) -> None:
+    """A 1-rank process group, as torchrun would give a learner with --nproc 1."""
+    import torch.distributed as dist
+
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29533")
+    os.environ.setdefault("RANK", "0")
+    os.environ.setdefault("WORLD_SIZE", "1")
+    os.environ.setdefault("LOCAL_RANK", "0")
+    if not dist.is_initialized():
+        if device == "cuda":
+            torch.cuda.set_device(0)
+        dist.init_process_group("nccl" if device == "cuda" else "gloo")
+
+
+def make_batch(folder: Path, dtype: torch.dtype, shape: dict, vocab: int, device: str, Sample, TokenizedTurn):
     """Solver groups with centred 0/1 rewards; sampler log-probs = this model's, jittered."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).to(device)
     g = torch.Generator().manual_seed(1)
     samples = []
     model.eval()
@@ -127,6 +143,7 @@ def make_batch(model, shape: dict, vocab: int, device: str, Sample, TokenizedTur
             del logits
         mean = sum(s.reward for s in members) / len(members)
         samples += [(s, s.reward - mean) for s in members]
+    del model
     return _Batch(samples)
 
 
@@ -135,39 +152,56 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def run_backend(backend: str, dtype: torch.dtype, cfg_kw: dict, shape: dict, device: str, steps: int, learner) -> dict:
-    DppoTrainer, LearnerConfig, Sample, TokenizedTurn = learner
-    model = build_model(cfg_kw, dtype, device)
-    batch = make_batch(model, shape, cfg_kw["vocab_size"], device, Sample, TokenizedTurn)
+def run_backend(backend: str, dtype_name: str, folder: Path, batch, shape: dict, device: str, steps: int,
+                learner, export: Path | None = None) -> dict:
+    LearnerRuntime, LearnerConfig, Sample, TokenizedTurn = learner
     config = LearnerConfig(solver_group_size=shape["group_size"], groups_per_batch=shape["groups"], lr=1e-6,
-                           kernel_backend=backend, device=device, micro_batch_tokens=shape["micro"])
-    trainer = DppoTrainer(model, config)
+                           kernel_backend=backend, device=device, micro_batch_tokens=shape["micro"],
+                           param_dtype=dtype_name, activation_checkpointing=True)
+    rt = LearnerRuntime()
+    rt.build(config, str(folder))
+    plan = rt.trainer.plan(batch, 1)
     sync(device)
     t0 = time.perf_counter()
-    first = trainer.step(batch)  # identical weights for both backends: the statistics compared
+    first = rt.step(plan)  # identical weights for both backends: the statistics compared
     sync(device)
     first_s = time.perf_counter() - t0
     if device == "cuda":
         torch.cuda.empty_cache()
-        resident = torch.cuda.memory_allocated()  # weights + gradients + AdamW state
+        resident = torch.cuda.memory_allocated()  # fp32 weights + gradients + AdamW state
         torch.cuda.reset_peak_memory_stats()
     times = []
     for _ in range(steps):
         t0 = time.perf_counter()
-        trainer.step(batch)
+        rt.step(plan)
         sync(device)
         times.append(time.perf_counter() - t0)
     out = {"first": first, "first_s": first_s, "secs": statistics.median(times) if times else first_s,
-           "tokens": first.tokens, "all_tokens": sum(len(s.turns[0].prompt_ids) + len(s.turns[0].completion_ids)
-                                                     for s, _ in batch.samples),
-           "params": sum(p.numel() for p in model.parameters())}
+           "tokens": first.tokens, "all_tokens": first.sequence_tokens,
+           "params": sum(p.numel() for p in rt.model.parameters())}
     if device == "cuda":
         out["peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
         out["resident_gib"] = resident / 2**30
-    del trainer, model, batch
+    if export is not None:  # the end of a learner step: the HF-format folder the engines load
+        t0 = time.perf_counter()
+        rt.export(str(export))
+        out["export_s"] = time.perf_counter() - t0
+    del rt
     if device == "cuda":
         torch.cuda.empty_cache()
     return out
+
+
+def check_export(folder: Path, params: int) -> str:
+    """transformers loads the exported folder, with every parameter."""
+    from transformers import AutoModelForCausalLM
+
+    loaded = AutoModelForCausalLM.from_pretrained(folder)
+    n = sum(p.numel() for p in loaded.parameters())
+    size = sum(f.stat().st_size for f in folder.glob("*.safetensors"))
+    if n != params:
+        raise RuntimeError(f"exported folder has {n} parameters, the model {params}")
+    return f"{type(loaded).__name__}, {n / 1e6:,.1f}M parameters, {size / 2**20:,.0f} MiB of safetensors"
 
 
 def agree(a, b, dtype_name: str) -> tuple[bool, str]:
@@ -228,12 +262,17 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or (ROOT / "bench" / "results" / "learner_gpu.md" if device == "cuda"
                        else Path(tempfile.gettempdir()) / "learner_cpu_smoke.md")
     learner = _import_learner()
+    init_group(device)
+    work = Path(tempfile.mkdtemp(prefix="aes-gpu-learner-"))
+    folder = save_model(cfg_kw, work / "base")
     n_comp = sum(shape["completions"][k % len(shape["completions"])] for k in range(shape["groups"] * shape["group_size"]))
-    lines = [f"# DPPO learner update on {'the GPU' if device == 'cuda' else 'the CPU (smoke)'}: triton vs torch kernels", "",
+    lines = [f"# DPPO learner update under FSDP2 on {'the GPU' if device == 'cuda' else 'the CPU (dry run)'}: "
+             "triton vs torch kernels", "",
              *machine(device),
-             f"- model: random-init Llama, vocab {cfg_kw['vocab_size']:,}, hidden {cfg_kw['hidden_size']}, "
+             f"- model: random-init Qwen2, vocab {cfg_kw['vocab_size']:,}, hidden {cfg_kw['hidden_size']}, "
              f"{cfg_kw['num_hidden_layers']} layers, heads {cfg_kw['num_attention_heads']}/{cfg_kw['num_key_value_heads']}, "
-             "tied embeddings",
+             "tied embeddings; FSDP2 on 1 rank (fully_shard per layer + root), fp32 master weights and AdamW, "
+             "compute in the row's dtype, activation checkpointing",
              f"- batch: {shape['groups']} groups x {shape['group_size']}, prompt {shape['prompt']} + completions "
              f"{'/'.join(map(str, shape['completions']))} tokens ({n_comp:,} completion tokens), micro-batches of "
              f"<= {shape['micro']:,} padded tokens; median of {steps} steps after the compared first step", "",
@@ -254,10 +293,16 @@ def main(argv: list[str] | None = None) -> int:
         # The Triton interpreter does not support bf16 (its tl.dot multiplies the raw bit patterns:
         # triton-lang/triton#11584), so on the CPU bf16 runs the torch backend only.
         dt_backends = ("torch",) if device == "cpu" and dtype == torch.bfloat16 else backends
+        batch = make_batch(folder, dtype, shape, cfg_kw["vocab_size"], device, learner[2], learner[3])
         for backend in dt_backends:
             t0 = time.perf_counter()
+            export = work / f"export-{dt_name}-{backend}" if dt_name == dtypes[-1] and backend == dt_backends[-1] else None
             try:
-                res[backend] = run_backend(backend, dtype, cfg_kw, shape, device, steps, learner)
+                res[backend] = run_backend(backend, dt_name, folder, batch, shape, device, steps, learner, export)
+                if export is not None:
+                    exported = check_export(export, res[backend]["params"])
+                    checks.append(f"- one learner step end to end ({dt_name}, {backend}): plan, FSDP2 step, export "
+                                  f"in {res[backend]['export_s']:.1f} s; transformers loads it: {exported}")
             except torch.OutOfMemoryError:
                 res[backend] = "OOM"
                 torch.cuda.empty_cache()

@@ -67,16 +67,15 @@ def _naive_logprobs(trainer, seqs):
     ids = torch.zeros(len(seqs), width, dtype=torch.long)
     rows, cols, targets, mu, adv = [], [], [], [], []
     for i, s in enumerate(seqs):
-        p, c = len(s.turn.prompt_ids), len(s.turn.completion_ids)
-        ids[i, : p + c] = torch.tensor(s.turn.prompt_ids + s.turn.completion_ids)
-        rows += [i] * c
-        cols += range(p - 1, p + c - 1)
-        targets += s.turn.completion_ids
-        mu += s.turn.sampler_logprobs
-        adv += [s.advantage] * c
-    logp_all = model(input_ids=ids).logits.float().log_softmax(-1)
+        ids[i, : s.length] = torch.tensor(s.ids)
+        rows += [i] * s.n_targets
+        cols += [p - 1 for p in s.targets]
+        targets += [s.ids[p] for p in s.targets]
+        mu += s.logprobs
+        adv += [s.advantage] * s.n_targets
+    logp_all = model(input_ids=ids).logits.float().log_softmax(-1)  # the unbound head: full logits
     logp = logp_all[torch.tensor(rows), torch.tensor(cols), torch.tensor(targets)]
-    return logp, torch.tensor(mu), torch.tensor(adv)
+    return logp, torch.tensor(mu), torch.tensor(adv), torch.ones_like(logp)
 
 
 def _child(kind: str, q) -> None:

@@ -12,7 +12,7 @@ a. **Rollout throughput per engine vs concurrency.** Real solver rollouts
    tokens/s (completion tokens / wall time), the share of each rollout's time spent
    waiting on the model, and the share of wall time with at least one generation in
    flight.
-b. **Weight sync per version.** ``save_checkpoint`` of the model to a ``file://``
+b. **Weight sync per version.** ``publish_model`` (an HF-format folder) of the model to a ``file://``
    blob store + ``POST /v1/aes/policy`` loading it into the running torch engine
    (``TorchEngineClient.load``), against a plain in-process
    ``safetensors.torch.save_file`` + ``load_file`` + ``load_state_dict``.
@@ -205,7 +205,8 @@ async def weight_sync(url: str, model_dir: Path, tmp: Path, store) -> dict[str, 
     from safetensors.torch import load_file, save_file
     from transformers import AutoModelForCausalLM
 
-    from aes_lib.learner import checkpoint_key, save_checkpoint
+    from aes_lib.learner import publish_model
+    from aes_lib.learner.policy import version_prefix
     from aes_lib.models.weights import TorchEngineClient
     from aes_proto.messages import PolicyVersion
 
@@ -217,8 +218,7 @@ async def weight_sync(url: str, model_dir: Path, tmp: Path, store) -> dict[str, 
     for i in range(SYNC_REPS):
         v = start + 1 + i
         t0 = time.monotonic()
-        ref = await asyncio.to_thread(save_checkpoint, store, checkpoint_key("bench/policy", v), learner,
-                                      {"version": str(v)})
+        ref = await asyncio.to_thread(publish_model, store, version_prefix("bench/policy", v), learner)
         t1 = time.monotonic()
         loaded = await client.load(PolicyVersion(idempotency_key=f"bench:policy:{v}", episode_id="bench",
                                                  version=v, checkpoint=ref))
@@ -229,12 +229,12 @@ async def weight_sync(url: str, model_dir: Path, tmp: Path, store) -> dict[str, 
         res["load"].append(t2 - t1)
         res["server"].append(loaded.seconds)
         res["sync"].append(t2 - t0)
-        res["size"].append(ref.size)
+        res["size"].append(sum(t.nbytes for t in learner.state_dict().values()))
         log(f"  sync v{v}: save {t1 - t0:.2f} s + load {t2 - t1:.2f} s")
     path = tmp / "plain.safetensors"
     for _ in range(SYNC_REPS):
         t0 = time.monotonic()
-        # safetensors refuses shared storage (tied embeddings): the same contiguous copies save_checkpoint makes
+        # safetensors refuses shared storage (tied embeddings): contiguous copies
         tensors = {k: v.detach().contiguous().clone() for k, v in learner.state_dict().items()}
         save_file(tensors, str(path))
         replica.load_state_dict(load_file(str(path)), strict=True)
@@ -340,7 +340,7 @@ def report(levels: list[Level], sync: dict | None, upd: dict | None, notes: list
                   f"Median of {SYNC_REPS}; checkpoint {med['size'] / 2**20:.0f} MiB.", "",
                   "| path | s / version | time vs plain |", "|---|---|---|",
                   f"| plain in-process: save_file + load_file + load_state_dict (baseline) | {med['plain']:.2f} | 1.00x |",
-                  f"| save_checkpoint to file:// store | {med['save']:.2f} | {med['save'] / med['plain']:.2f}x |",
+                  f"| publish_model to file:// store | {med['save']:.2f} | {med['save'] / med['plain']:.2f}x |",
                   f"| POST /v1/aes/policy (client-side; server-side load {med['server']:.2f} s) | {med['load']:.2f} | "
                   f"{med['load'] / med['plain']:.2f}x |",
                   f"| **sync total** (save + engine load) | **{med['sync']:.2f}** | **{med['sync'] / med['plain']:.2f}x** |"]

@@ -43,7 +43,7 @@ class DppoOutput:
 
 def token_logprobs_reference(h: torch.Tensor, w: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """``log_softmax(h @ w.T)[t, y[t]]`` in fp32; ``h [T, H]``, ``w [V, H]``, ``y [T]`` -> ``[T]``."""
-    logits = (h @ w.T).float()
+    logits = h.float() @ w.float().T  # fp32 products of 16-bit inputs, as the kernel's fp32 accumulator
     return logits.log_softmax(-1).gather(1, y.long()[:, None]).squeeze(1)
 
 

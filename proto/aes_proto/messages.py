@@ -360,6 +360,10 @@ class LearnerStats(Message, frozen=True):
     """The groups trained on: a group appears in exactly one update."""
     stale_dropped: int = 0
     """Samples dropped since the last update for being older than the allowed policy lag."""
+    sequence_tokens: int = 0
+    """Tokens forwarded (prompts, context, completions; turns that extend each other counted once)."""
+    ranks: int = 1
+    """Learner processes that shared the update."""
 
 
 class DeadLetter(Message, frozen=True, kw_only=True):

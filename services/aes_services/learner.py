@@ -3,51 +3,68 @@
 Consumes ``TrajectoryRef`` (every role's with the shared policy; one role's with
 separate models), loads each trajectory from the blob store and hands it to the
 batcher. Whenever a batch is full it runs one DPPO update (in a worker thread, so
-the runner keeps heart-beating), writes a safetensors checkpoint, and publishes
-``PolicyVersion`` and ``LearnerStats``.
+the runner keeps heart-beating) over every rank of the learner (``--nproc``: rank 0,
+this service, drives the others, ``aes_lib.learner.distributed``), publishes the new
+weights as an HF-format folder with ``PolicyVersion``, and ``LearnerStats``.
 
-Nothing acknowledged is lost to a crash: before a message is acked, the learner's
-state (the samples it holds, in arrival order; the groups it closed; its counters;
-the latest version with its AdamW moments) is written to the blob store and pointed
-to from KV, and a restarted learner rebuilds weights, optimizer and batcher from it.
-A redelivered sample of a closed group is ignored, so none is trained twice.
-Samples older than ``max_policy_lag`` versions are dropped and counted. A
-trajectory that cannot be trained on raises ``TrajectoryFormatError`` and, after
-the runner's redeliveries, lands on the dead-letter subject with that error.
+Nothing acknowledged is lost to a crash, nor trained twice. Before a message is acked,
+the learner's small state is written to the blob store and pointed to from KV: the
+samples it holds (in arrival order), the groups it closed, its counters, and where its
+weights come from: the last full training-state save (sharded weights and AdamW moments
+through ``torch.distributed.checkpoint``, every ``checkpoint_every`` updates) plus the
+log of the updates since (each one's trajectory refs and advantages, in batch order). A
+restarted learner loads that save and replays the logged updates (deterministic: the same
+batches in the same order), which rebuilds the weights and moments of the last announced
+version without announcing anything again; then it restores the batcher from the held
+samples. A redelivered sample of a closed group is ignored. Samples older than
+``max_policy_lag`` versions are dropped and counted. A trajectory that cannot be trained on
+raises ``TrajectoryFormatError`` and, after the runner's redeliveries, lands on the
+dead-letter subject with that error.
 """
 
 from __future__ import annotations
 
 import asyncio
-import io
 import logging
+import shutil
+import tempfile
 import time
 from pathlib import Path
 from typing import ClassVar
 
 import msgspec
-import torch
 
 from aes_lib.agents.trajectory import load_trajectory
+from aes_lib.checkpoints import delete_folder
 from aes_lib.learner import (
+    Batch,
     Batcher,
-    DppoTrainer,
+    Group,
     LearnerConfig,
     LearnerConfigError,
     Sample,
-    checkpoint_key,
-    load_checkpoint,
     publish_policy,
     turns_from_trajectory,
 )
 from aes_lib.learner.base_model import bundled_base_model
 from aes_lib.learner.batcher import BatcherState
+from aes_lib.learner.distributed import Ranks
+from aes_lib.learner.runtime import LearnerRuntime
 from aes_lib.service import Context, Service
 from aes_proto import subjects
-from aes_proto.messages import BlobRef, LearnerStats, PolicyName, PolicyVersion, TrajectoryRef
+from aes_proto.messages import BlobRef, LearnerStats, PolicyName, PolicyVersion, Role, TrajectoryRef
 from aes_proto.records import LEARNER_BUCKET
 
 log = logging.getLogger(__name__)
+
+
+class LoggedUpdate(msgspec.Struct, kw_only=True):
+    """One update since the last training-state save, as needed to replay it."""
+
+    version: int
+    role: Role
+    samples: list[TrajectoryRef]
+    advantages: list[float]
 
 
 class LearnerState(msgspec.Struct, kw_only=True):
@@ -55,8 +72,14 @@ class LearnerState(msgspec.Struct, kw_only=True):
 
     policy: PolicyVersion | None = None
     """Latest published version (None: still the base weights)."""
-    optimizer: BlobRef | None = None
-    """AdamW moments after that version's update."""
+    published: list[BlobRef] = []
+    """Manifests of the published versions still kept, oldest first."""
+    train_state: str = ""
+    """Folder of the last training-state save (empty: the base weights, fresh AdamW)."""
+    train_version: int = 0
+    """The version that save holds."""
+    replay: list[LoggedUpdate] = []
+    """Updates after ``train_version``, in order: replayed on top of the save after a crash."""
     solver_updates: int = 0
     stale_dropped: int = 0
     """Samples dropped for policy lag since the last update."""
@@ -74,6 +97,8 @@ class LearnerService(Service[TrajectoryRef]):
     """One trajectory in; an optimizer step on CPU with a full batch may take many minutes."""
     policy: ClassVar[PolicyName] = "shared"
     """Which policy this learner trains: ``shared`` takes both roles' samples."""
+    ranks: Ranks | None = None
+    """Every rank of this learner (set by the rank launcher; None: this process alone)."""
 
     def __init__(self, config: LearnerConfig | None = None, run_id: str | None = None) -> None:
         self.config = config
@@ -88,8 +113,6 @@ class LearnerService(Service[TrajectoryRef]):
         return base if self.policy == "shared" else f"{base}-{self.policy}"
 
     async def setup(self, ctx: Context) -> None:
-        from transformers import AutoModelForCausalLM
-
         cfg = self.config = self.config or LearnerConfig.from_env()
         if cfg.model_path:
             path = Path(cfg.model_path)
@@ -97,25 +120,46 @@ class LearnerService(Service[TrajectoryRef]):
                 raise LearnerConfigError(f"AES_LEARNER_MODEL_PATH must be a transformers model folder, got {path}")
         else:
             path = await asyncio.to_thread(bundled_base_model, ctx.settings.home)
-        torch.manual_seed(cfg.seed)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(cfg.device)
+        self.state_root = Path(cfg.checkpoint_dir or ctx.settings.home / "learner") / self.run_id / self.prefix
+        self.ranks = self.ranks or Ranks()
+        self.runtime = LearnerRuntime()
+        await self._call("build", cfg, str(path))
         self.base_model = path.name
-        self.trainer = DppoTrainer(model, cfg)
+        self.trainer = self.runtime.trainer
         self.state = await self._load_state(ctx)
+        if self.state.train_state:
+            await self._call("load", self.state.train_state)
+        await asyncio.to_thread(self._forget_other_saves)
+        self.version = self.state.train_version
+        for update in self.state.replay:  # the updates after the save, as they ran
+            samples = [await asyncio.to_thread(self._sample, ctx, ref) for ref in update.samples]
+            group = Group("replay", update.role, tuple(samples), tuple(update.advantages))
+            await self._call("step", self.trainer.plan(Batch(update.role, (group,), 0, 0, 0), self.ranks.world))
+            self.version = update.version
+        if self.version != (self.state.policy.version if self.state.policy else 0):
+            raise RuntimeError(f"learner state of {self.run_id} rebuilds version {self.version}, "
+                               f"but announced {self.state.policy.version if self.state.policy else 0}")
         self.held: dict[str, TrajectoryRef] = {}
         samples = []
         for ref in self.state.held:
             self.held[ref.rollout_id] = ref
             samples.append(await asyncio.to_thread(self._sample, ctx, ref))
         self.batcher = Batcher.restore(cfg, self.state.batcher, samples)
-        if (pv := self.state.policy) is not None:
-            await asyncio.to_thread(load_checkpoint, ctx.blobs, pv.checkpoint, model)
-            self.version = pv.version
-        if self.state.optimizer is not None:
-            data = await asyncio.to_thread(ctx.blobs.get_bytes, self.state.optimizer)
-            self.trainer.optimizer.load_state_dict(torch.load(io.BytesIO(data), weights_only=True))
         if self.version or samples:
-            log.info("resumed %s at policy version %d holding %d samples", self.run_id, self.version, len(samples))
+            log.info("resumed %s at policy version %d (saved at %d, %d replayed) holding %d samples", self.run_id,
+                     self.version, self.state.train_version, len(self.state.replay), len(samples))
+
+    def _forget_other_saves(self) -> None:
+        """Saves the state does not point at (a crash came between a save and the state's update)."""
+        if self.state_root.is_dir():
+            for old in self.state_root.iterdir():
+                if str(old) != self.state.train_state:
+                    shutil.rmtree(old, ignore_errors=True)
+
+    async def _call(self, name: str, *args):
+        """Run a collective operation of the runtime on every rank (in a thread: the bus stays served)."""
+        assert self.ranks is not None
+        return await asyncio.to_thread(self.ranks.call, self.runtime, name, *args)
 
     async def _load_state(self, ctx: Context) -> LearnerState:
         from nats.js.errors import KeyNotFoundError
@@ -164,23 +208,33 @@ class LearnerService(Service[TrajectoryRef]):
             min_version = self.version - self.config.max_policy_lag
         await self._save_state(ctx)
 
-    async def _update(self, batch, ctx: Context) -> None:
-        assert self.config is not None
+    async def _update(self, batch: Batch, ctx: Context) -> None:
+        cfg = self.config
+        assert cfg is not None and self.ranks is not None
         t0 = time.monotonic()
-        stats = await asyncio.to_thread(self.trainer.step, batch)
+        stats = await self._call("step", self.trainer.plan(batch, self.ranks.world))
         seconds = time.monotonic() - t0
         self.version += 1
-        self.state.solver_updates += batch.role == "solver"
-        previous_optimizer = self.state.optimizer
-        buf = io.BytesIO()
-        torch.save(self.trainer.optimizer.state_dict(), buf)
-        self.state.optimizer = await asyncio.to_thread(
-            ctx.blobs.put_bytes, f"{self.prefix}/optimizer-v{self.version:06d}.pt", buf.getvalue())
-        pv = await publish_policy(ctx, self.trainer.model, version=self.version, step=self.version,
-                                  prefix=self.prefix, base_model=self.base_model, run_id=self.run_id,
-                                  policy=self.policy, solver_updates=self.state.solver_updates,
-                                  trained_role=batch.role)
-        self.state.policy = pv
+        state = self.state
+        state.solver_updates += batch.role == "solver"
+        with tempfile.TemporaryDirectory(prefix="aes-publish-") as tmp:
+            await self._call("export", tmp)
+            pv = await publish_policy(ctx, Path(tmp), version=self.version, step=self.version,
+                                      prefix=self.prefix, base_model=self.base_model, run_id=self.run_id,
+                                      policy=self.policy, solver_updates=state.solver_updates,
+                                      trained_role=batch.role)
+        state.policy = pv
+        state.published.append(pv.checkpoint)
+        previous_save = state.train_state
+        if self.version - state.train_version >= cfg.checkpoint_every:
+            folder = str(self.state_root / f"v{self.version:06d}")
+            await self._call("save", folder)
+            state.train_state, state.train_version, state.replay = folder, self.version, []
+        else:
+            samples = batch.samples
+            state.replay.append(LoggedUpdate(version=self.version, role=batch.role,  # type: ignore[arg-type]
+                                             samples=[self.held[s.rollout_id] for s, _ in samples],
+                                             advantages=[a for _, a in samples]))
         await ctx.publish(subjects.LEARNER_STATS, LearnerStats(
             idempotency_key=f"{self.run_id}:stats:{self.version}", episode_id=self.run_id,
             step=self.version, policy_version=self.version, loss=stats.loss, mean_reward=batch.mean_reward,
@@ -188,18 +242,23 @@ class LearnerService(Service[TrajectoryRef]):
             groups_used=len(batch.groups), groups_dropped=batch.dropped + batch.evicted + batch.stale,
             tokens=stats.tokens, carried_over=batch.carried_over, masked_tokens=stats.masked_tokens,
             role=batch.role, grad_norm=stats.grad_norm, seconds=seconds, policy=self.policy,
-            group_ids=tuple(g.group_id for g in batch.groups), stale_dropped=self.state.stale_dropped,
+            group_ids=tuple(g.group_id for g in batch.groups), stale_dropped=state.stale_dropped,
+            sequence_tokens=stats.sequence_tokens, ranks=self.ranks.world,
         ))
-        self.state.stale_dropped = 0
+        state.stale_dropped = 0
+        expired = state.published[: -cfg.keep_checkpoints] if cfg.keep_checkpoints else []
+        state.published = state.published[len(expired):]
         await self._save_state(ctx)
-        if previous_optimizer is not None:  # the saved state points at the new moments now
-            await asyncio.to_thread(ctx.blobs.delete, previous_optimizer.key)
-        if (keep := self.config.keep_checkpoints) and self.version > keep:
-            await asyncio.to_thread(ctx.blobs.delete, checkpoint_key(self.prefix, self.version - keep))
+        # Only now that the saved state points past them: the older save and the expired versions.
+        if previous_save and previous_save != state.train_state:
+            await asyncio.to_thread(shutil.rmtree, previous_save, True)
+        for ref in expired:
+            await asyncio.to_thread(delete_folder, ctx.blobs, ref)
         log.info("weights published", extra={
             "policy": self.policy, "version": self.version, "role": batch.role, "loss": stats.loss,
             "mean_reward": batch.mean_reward, "groups": len(batch.groups), "masked_tokens": stats.masked_tokens,
-            "tokens": stats.tokens, "divergence": stats.mean_divergence, "seconds": seconds})
+            "tokens": stats.tokens, "sequence_tokens": stats.sequence_tokens, "divergence": stats.mean_divergence,
+            "seconds": seconds, "ranks": self.ranks.world})
 
 
 class SolverLearnerService(LearnerService):

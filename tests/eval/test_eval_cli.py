@@ -133,8 +133,8 @@ async def test_eval_published_policy_version(tiny_model, fresh_nats, tmp_path, m
     from transformers import AutoModelForCausalLM
 
     from aes_lib.bus import Bus
-    from aes_lib.learner.checkpoint import save_checkpoint
-    from aes_lib.learner.policy import checkpoint_key
+    from aes_lib.learner.checkpoint import publish_model
+    from aes_lib.learner.policy import version_prefix
     from aes_proto import subjects
     from aes_proto.messages import PolicyVersion
 
@@ -142,7 +142,7 @@ async def test_eval_published_policy_version(tiny_model, fresh_nats, tmp_path, m
     with torch.no_grad():
         model.model.norm.weight.mul_(1.5)  # different weights from the base
     async with await Bus.connect(fresh_nats, name="test") as bus:
-        ref = save_checkpoint(bus.blobs, checkpoint_key("checkpoints/policy", 1), model, {"version": "1"})
+        ref = publish_model(bus.blobs, version_prefix("checkpoints/policy", 1), model, tokenizer_from=tiny_model)
         await bus.publish(subjects.POLICY_VERSION, PolicyVersion(
             idempotency_key="test:policy:1", episode_id="test", version=1, checkpoint=ref, step=1,
             base_model=str(tiny_model)))

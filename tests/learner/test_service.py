@@ -8,7 +8,7 @@ import torch
 
 from aes_lib.agents.trajectory import Trajectory, Turn, store_trajectory
 from aes_lib.bus import Bus, serve
-from aes_lib.learner import LearnerConfig, LearnerConfigError, checkpoint_tensors
+from aes_lib.learner import LearnerConfig, LearnerConfigError, policy_tensors
 from aes_lib.models.engine import TorchEngine
 from aes_proto import subjects
 from aes_proto.messages import LearnerStats, PolicyVersion, TrajectoryRef
@@ -49,10 +49,14 @@ async def publish_group(bus, group, digit, answers, rewards):
             group_id=group, reward=reward, trajectory=ref, n_tokens=2))
 
 
-async def test_service_trains_publishes_and_resumes(fresh_nats, tmp_path):
+@pytest.mark.parametrize("every", [1, 8], ids=["saved", "replayed"])
+async def test_service_trains_publishes_and_resumes(fresh_nats, tmp_path, every):
+    """Resuming rebuilds the announced weights either from the training-state save (every update)
+    or by replaying the logged update on the base weights (no save yet)."""
     initial = tiny_llama(seed=0)
     initial.save_pretrained(tmp_path / "model")
-    config = LearnerConfig(model_path=str(tmp_path / "model"), solver_group_size=4, groups_per_batch=2, lr=1e-2)
+    config = LearnerConfig(model_path=str(tmp_path / "model"), solver_group_size=4, groups_per_batch=2, lr=1e-2,
+                           checkpoint_every=every)
     service = LearnerService(config, run_id="run1")
     async with await Bus.connect(fresh_nats) as bus:
         await publish_group(bus, "env-a", 3, [4, 1, 2, 5], [1, 0, 0, 0])
@@ -64,7 +68,7 @@ async def test_service_trains_publishes_and_resumes(fresh_nats, tmp_path):
             (stats,) = await until(bus, subjects.LEARNER_STATS, LearnerStats, 1)
 
         assert pv.version == stats.policy_version == 1 and pv.base_model == "model"
-        assert pv.checkpoint.key == "checkpoints/policy/v000001.safetensors"
+        assert pv.checkpoint.key == "checkpoints/policy/v000001/manifest.json"
         assert (stats.groups_used, stats.groups_dropped, stats.carried_over) == (2, 1, 2)
         assert stats.tokens == 16 and stats.role == "solver"
         assert stats.mean_reward == pytest.approx(0.375)
@@ -72,9 +76,9 @@ async def test_service_trains_publishes_and_resumes(fresh_nats, tmp_path):
 
         # The rollout side follows the announced version: its weights become the learner's.
         rollout = TorchEngine(tiny_llama(seed=0))
-        assert rollout.load_state_dict(checkpoint_tensors(bus.blobs, pv.checkpoint), pv.version)
+        assert rollout.load_state_dict(policy_tensors(bus.blobs, pv.checkpoint), pv.version)
         assert rollout.version == 1
-        assert not rollout.load_state_dict(checkpoint_tensors(bus.blobs, pv.checkpoint), pv.version)  # not newer
+        assert not rollout.load_state_dict(policy_tensors(bus.blobs, pv.checkpoint), pv.version)  # not newer
         rollout.close()
         trained = service.trainer.model.state_dict()
         for k, v in rollout.model.state_dict().items():
@@ -85,7 +89,13 @@ async def test_service_trains_publishes_and_resumes(fresh_nats, tmp_path):
         restarted = LearnerService(config, run_id="run1")
         await restarted.setup(bus)
         assert restarted.version == 1
-        assert torch.equal(restarted.trainer.model.lm_head.weight, trained["lm_head.weight"])
+        assert (restarted.state.train_version, len(restarted.state.replay)) == ((1, 0) if every == 1 else (0, 1))
+        for k, v in restarted.trainer.model.state_dict().items():
+            assert torch.equal(v, trained[k]), k
+        # ...and its AdamW moments: the next update is the one the first learner would have made.
+        assert len(restarted.trainer.optimizer.state) == len(service.trainer.optimizer.state) > 0
+        for a, b in zip(service.trainer.optimizer.state.values(), restarted.trainer.optimizer.state.values()):
+            assert torch.equal(a["exp_avg"], b["exp_avg"]) and torch.equal(a["exp_avg_sq"], b["exp_avg_sq"])
 
 
 async def test_setup_rejects_missing_model(fresh_nats, tmp_path):

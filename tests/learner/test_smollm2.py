@@ -15,7 +15,7 @@ import torch
 from aes_kernels.reference import binary_divergence
 from aes_lib.learner import Batcher, DppoTrainer, LearnerConfig, Sample, TokenizedTurn
 from aes_lib.learner.base_model import bundled_base_model
-from aes_lib.learner.trainer import _Seq
+from aes_lib.learner import pack_turns
 from aes_lib.models import ChatClient
 from aes_lib.models.serve import spawn
 
@@ -43,7 +43,7 @@ async def test_trainer_logprobs_match_the_sampler_and_one_update_runs(smollm2_fo
     config = LearnerConfig(solver_group_size=4, groups_per_batch=1, lr=1e-5)
     trainer = DppoTrainer(model, config)
     with torch.no_grad():
-        logp, mu, _ = trainer._token_logprobs([_Seq(t, 0.0) for t in tokenized])
+        logp, mu, _, _ = trainer._token_logprobs([s for t in tokenized for s in pack_turns([t], 0.0)])
     tv = binary_divergence(logp.exp(), mu.exp(), "tv")
     print(f"tokens {logp.numel()}, mean |pi - mu| {tv.mean():.4f}, max {tv.max():.4f}, "
           f"mean |logpi - logmu| {(logp - mu).abs().mean():.4f}")

@@ -20,8 +20,9 @@ from aes_lib.learner import (
     LearnerConfig,
     Sample,
     TokenizedTurn,
-    checkpoint_tensors,
+    policy_tensors,
     publish_policy,
+    write_hf_folder,
 )
 from aes_lib.models.engine import GenRequest, TorchEngine
 from aes_proto import subjects
@@ -70,9 +71,11 @@ async def test_dppo_raises_reward_on_digit_successor_task(tmp_path):
                  step, attempt_rewards[-1], stats.loss, stats.masked_tokens, stats.tokens,
                  stats.mask_fraction, stats.mean_divergence, batch.dropped)
         if (step + 1) % SYNC_EVERY == 0:
-            msg = await publish_policy(ctx, learner_model, version=step + 1, step=step + 1,
+            folder = write_hf_folder(learner_model.state_dict(), learner_model.config, tmp_path / f"v{step + 1}",
+                                     dtype=torch.float32)
+            msg = await publish_policy(ctx, folder, version=step + 1, step=step + 1,
                                        prefix=config.checkpoint_prefix, base_model="tiny-llama", run_id="test")
-            assert rollout.load_state_dict(checkpoint_tensors(store, msg.checkpoint), msg.version)
+            assert rollout.load_state_dict(policy_tensors(store, msg.checkpoint), msg.version)
 
     first, last = attempt_rewards[:5], attempt_rewards[-5:]
     first_mean, last_mean = sum(first) / 5, sum(last) / 5

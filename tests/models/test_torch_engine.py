@@ -16,8 +16,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from aes_lib.blobstore import open_store
-from aes_lib.learner import DppoTrainer, LearnerConfig, TokenizedTurn, save_checkpoint
-from aes_lib.learner.trainer import _Seq
+from aes_lib.learner import DppoTrainer, LearnerConfig, TokenizedTurn, pack_turns, publish_model
 from aes_lib.models import ChatClient
 from aes_lib.models.torch_serve import serve
 from aes_lib.models.weights import TorchEngineClient
@@ -31,7 +30,7 @@ PROMPT = [{"role": "user", "content": "List the files in /app with one shell com
 def trainer_logprobs(model, turn) -> torch.Tensor:
     trainer = DppoTrainer(model, LearnerConfig())
     with torch.no_grad():
-        logp, _, _ = trainer._token_logprobs([_Seq(turn, 0.0)])
+        logp = trainer._token_logprobs(pack_turns([turn], 0.0))[0]
     return logp
 
 
@@ -63,12 +62,12 @@ async def test_served_logprobs_are_the_trainers_and_follow_a_reload(engine, tiny
     untempered = TokenizedTurn(t.prompt_ids, t.completion_ids, t.sampler_logprobs, 1.0)
     assert (trainer_logprobs(model, untempered) - served).abs().max() > 1e-2
 
-    # The learner's next version: perturbed weights, checkpointed to the shared store.
+    # The learner's next version: perturbed weights, published to the shared store as an HF-format folder.
     with torch.no_grad():
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.05)
     store = open_store(f"file://{tmp_path / 'blobs'}")
-    ref = save_checkpoint(store, "checkpoints/policy/v000001.safetensors", model, {})
+    ref = publish_model(store, "checkpoints/policy/v000001", model, tokenizer_from=tiny_model)
     pv = PolicyVersion(idempotency_key="v1", episode_id="learner", version=1, checkpoint=ref)
     weights = TorchEngineClient(engine)
     loaded = await weights.load(pv)

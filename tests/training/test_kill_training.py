@@ -1,10 +1,14 @@
-"""SIGKILL the learner and the training-rollout service mid-batch, again and again.
+"""SIGKILL a learner rank and the training-rollout service mid-batch, again and again.
 
 Both run as their own processes (``aes service``) on a real bus, with real Docker
-rollouts against the torch engine. While three waves are in flight, the two are
-killed in turn several times and restarted. Afterwards every attempt was published
-exactly once, every group with a reward spread was trained in exactly one update,
-versions are consecutive, and the learner resumes from the last one.
+rollouts against the torch engine; the learner runs on 2 gloo ranks (``--nproc 2``:
+torchrun's agent and its two ranks) and saves its full training state every second
+update (the updates between are replayed from its log). While three waves are in
+flight, the rollouts service and one learner rank (rank 0, the consumer, and rank 1 in
+turn) are SIGKILLed several times: torchrun restarts both ranks, the rollouts service is
+restarted by the test. Afterwards every attempt was published exactly once, every group
+with a reward spread was trained in exactly one update, versions are consecutive, and
+the learner resumes from the last one.
 """
 
 import asyncio
@@ -38,13 +42,39 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 WAVES, GROUPS, SIZE = 3, 2, 4
 KILLS = 6
+RANKS = 2
 FLYWHEEL = Path(__file__).resolve().parents[1] / "flywheel"
 
 
 def _spawn(name: str, env: dict, logs: Path) -> subprocess.Popen:
     log = open(logs / f"{name}.log", "ab")
-    return subprocess.Popen([sys.executable, "-m", "aes_cli.main", "service", f"fast_ack:{name}"],
+    extra = ["--nproc", str(RANKS)] if name == "learner" else []
+    return subprocess.Popen([sys.executable, "-m", "aes_cli.main", "service", f"fast_ack:{name}", *extra],
                             env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def _ranks(launcher: subprocess.Popen) -> dict[int, int]:
+    """{rank: pid} of the learner's ranks: the children of torchrun's agent (the launcher's pid)."""
+    out = {}
+    children = Path(f"/proc/{launcher.pid}/task/{launcher.pid}/children").read_text().split()
+    for pid in map(int, children):
+        try:
+            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        for kv in env:
+            if kv.startswith(b"RANK="):
+                out[int(kv[5:])] = pid
+    return out
+
+
+async def _kill_rank(launcher: subprocess.Popen, rank: int) -> None:
+    for _ in range(600):  # after a restart the ranks take a moment to appear
+        if (pid := _ranks(launcher).get(rank)) is not None:
+            os.kill(pid, signal.SIGKILL)
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"learner rank {rank} never appeared")
 
 
 async def test_sigkills_lose_no_sample_and_train_none_twice(fresh_nats, bus, word_policy, tmp_path, monkeypatch):
@@ -60,7 +90,7 @@ async def test_sigkills_lose_no_sample_and_train_none_twice(fresh_nats, bus, wor
                AES_BLOB_URL=fresh_nats.blob_location, AES_MODEL_URL=url, AES_ENGINE="torch",
                AES_TRAINING_MAX_TURNS="1", AES_TRAINING_MAX_TOKENS="32", AES_TRAINING_TEMPERATURE="0.7",
                AES_LEARNER_MODEL_PATH=str(word_policy), AES_LEARNER_GROUPS_PER_BATCH="1", AES_LEARNER_LR="1e-3",
-               AES_LEARNER_KEEP_CHECKPOINTS="2",
+               AES_LEARNER_KEEP_CHECKPOINTS="2", AES_LEARNER_CHECKPOINT_EVERY="2",
                # Kill safety, not staleness: restarts let the learner race ahead of the engine, and a
                # group sampled too many versions back would be dropped by design, not trained.
                AES_LEARNER_MAX_POLICY_LAG="1000",
@@ -76,19 +106,25 @@ async def test_sigkills_lose_no_sample_and_train_none_twice(fresh_nats, bus, wor
                     idempotency_key=f"kw{w}", episode_id=f"kw{w}", wave_id=f"kw{w}", groups=GROUPS, group_size=SIZE))
             for i in range(KILLS):
                 await asyncio.sleep(rng.uniform(3, 7))  # services restart in a few seconds; hit them mid-work
-                victim = victims[i % 2]
-                procs[victim].send_signal(signal.SIGKILL)
-                procs[victim].wait()
-                kills.append(victim)
-                procs[victim] = _spawn(victim, env, logs)
+                if victims[i % 2] == "learner":  # one rank; torchrun restarts the group
+                    rank = (i // 2) % RANKS
+                    await _kill_rank(procs["learner"], rank)
+                    kills.append(f"learner rank {rank}")
+                else:
+                    procs["rollouts"].send_signal(signal.SIGKILL)
+                    procs["rollouts"].wait()
+                    kills.append("rollouts")
+                    procs["rollouts"] = _spawn("rollouts", env, logs)
             refs = await wait_for(bus, subjects.TRAJECTORIES, TrajectoryRef, lambda m: len(m) >= WAVES * GROUPS * SIZE)
             await idle(bus, LearnerService)
     finally:
+        learner_alive = procs["learner"].poll() is None
         for p in procs.values():
             p.terminate()
         for p in procs.values():
             p.wait()
         server.shutdown()
+    assert learner_alive, "torchrun gave up on the learner (see its log)"
 
     # Every attempt published exactly once.
     assert sorted(r.rollout_id for r in refs) == sorted({r.rollout_id for r in refs})
@@ -107,11 +143,14 @@ async def test_sigkills_lose_no_sample_and_train_none_twice(fresh_nats, bus, wor
                                    type=LearnerState)
     versions = await bus.history(subjects.POLICY_VERSION, PolicyVersion)
     assert state.policy.version == max(v.version for v in versions) == len(stats)
-    assert state.held == [] and state.optimizer is not None
-    # Only the newest two weight checkpoints and the latest optimizer state are kept.
+    assert state.held == []
+    # The training state was saved every second update; the updates since are in the replay log.
+    assert state.train_version == len(stats) - len(state.replay) and len(state.replay) < 2
+    assert [u.version for u in state.replay] == list(range(state.train_version + 1, len(stats) + 1))
+    saves = sorted(p.name for p in (fresh_nats.home / "learner" / "learner" / "checkpoints/policy").iterdir())
+    assert saves == ([f"v{state.train_version:06d}"] if state.train_version else [])
+    # Only the newest two published versions are kept.
     kept = [v for v in range(1, len(stats) + 1) if bus.blobs.exists(checkpoint_key("checkpoints/policy", v))]
     assert kept == list(range(1, len(stats) + 1))[-2:]
-    assert bus.blobs.exists(state.optimizer.key) and not any(
-        bus.blobs.exists(f"checkpoints/policy/optimizer-v{v:06d}.pt") for v in range(1, len(stats)))
     print(f"\n{len(kills)} kills ({', '.join(kills)}); {len(refs)} attempts; {len(stats)} updates; "
           f"groups without spread: {sum(not has_signal(r) for r in groups.values())}")

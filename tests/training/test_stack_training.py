@@ -22,7 +22,7 @@ from aes_ops.seeding import seed_pool
 from aes_lib.flywheel.training import TrainingConfig
 from aes_ops.waves import train
 from aes_lib.learner import DppoTrainer, LearnerConfig, TokenizedTurn, load_checkpoint
-from aes_lib.learner.trainer import _Seq
+from aes_lib.learner import pack_turns
 from aes_lib.models import ChatClient
 from aes_lib.models.weights import TorchEngineClient
 from aes_proto import subjects
@@ -41,7 +41,7 @@ def _logprobs(model, chat) -> torch.Tensor:
     turn = TokenizedTurn(tuple(chat.prompt_token_ids), tuple(chat.completion_token_ids),
                          tuple(chat.completion_logprobs), chat.temperature)
     with torch.no_grad():
-        return DppoTrainer(model, LearnerConfig())._token_logprobs([_Seq(turn, 0.0)])[0]
+        return DppoTrainer(model, LearnerConfig())._token_logprobs(pack_turns([turn], 0.0))[0]
 
 
 async def test_a_round_trains_and_the_engine_serves_the_new_weights(smollm2_folder, tmp_path, monkeypatch):

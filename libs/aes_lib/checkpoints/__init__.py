@@ -5,8 +5,9 @@ from aes_lib.checkpoints.hf_folder import (
     FORMAT,
     CheckpointFolderError,
     check_folder,
+    delete_folder,
     fetch_folder,
     publish_folder,
 )
 
-__all__ = ["FORMAT", "CheckpointFolderError", "check_folder", "fetch_folder", "publish_folder"]
+__all__ = ["FORMAT", "CheckpointFolderError", "check_folder", "delete_folder", "fetch_folder", "publish_folder"]

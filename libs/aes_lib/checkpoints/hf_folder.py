@@ -118,3 +118,14 @@ def fetch_folder(store: BlobStore, ref: BlobRef, dest: Path) -> Path:
     shutil.rmtree(dest, ignore_errors=True)
     tmp.rename(dest)
     return dest
+
+
+def delete_folder(store: BlobStore, ref: BlobRef) -> None:
+    """Delete the folder whose manifest is ``ref``: its files, then the manifest (so a manifest
+    never names a missing file while it exists). A folder already gone is fine."""
+    if not store.exists(ref.key):
+        return
+    manifest = msgspec.json.decode(store.get_bytes(ref), type=_Manifest)
+    for blob in manifest.files.values():
+        store.delete(blob.key)
+    store.delete(ref.key)

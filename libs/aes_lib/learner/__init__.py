@@ -2,23 +2,35 @@
 
     batcher = Batcher(config); batcher.add(sample)          # samples from stored trajectories
     if (batch := batcher.next_batch()): stats = trainer.step(batch)
-    await publish_policy(ctx, model, version=..., ...)      # safetensors + PolicyVersion
-    engine.load_state_dict(checkpoint_tensors(store, pv.checkpoint), pv.version)  # rollout side
+    await publish_policy(ctx, folder, version=..., ...)     # HF-format folder + PolicyVersion
+    engine.load_state_dict(policy_tensors(store, pv.checkpoint), pv.version)  # rollout side
+
+Several ranks (FSDP2): ``distributed`` (launch, sharding, rank 0 driving the others) and
+``runtime`` (what each rank holds and does).
 """
 
 from aes_lib.learner.advantages import centred, has_signal
 from aes_lib.learner.batcher import Batch, Batcher, Group
-from aes_lib.learner.checkpoint import CheckpointError, checkpoint_tensors, load_checkpoint, save_checkpoint
+from aes_lib.learner.checkpoint import (
+    CheckpointError,
+    folder_tensors,
+    load_tensors,
+    policy_tensors,
+    publish_model,
+    write_hf_folder,
+)
 from aes_lib.learner.config import LearnerConfig, LearnerConfigError
+from aes_lib.learner.head import LogprobHead, UnsupportedModelError, install_head
 from aes_lib.learner.losses import LOSSES, UnknownLossError, get_loss, register_loss
 from aes_lib.learner.policy import checkpoint_key, publish_policy
 from aes_lib.learner.samples import Sample, TokenizedTurn, TrajectoryFormatError, turns_from_trajectory
-from aes_lib.learner.trainer import DppoTrainer, StepStats, UnsupportedModelError
+from aes_lib.learner.sequences import TrainSeq, pack_turns
+from aes_lib.learner.trainer import DppoTrainer, StepStats
 
 __all__ = [
-    "Batch", "Batcher", "CheckpointError", "DppoTrainer", "Group", "checkpoint_tensors",
-    "LOSSES", "LearnerConfig", "LearnerConfigError", "Sample", "StepStats", "TokenizedTurn",
+    "Batch", "Batcher", "CheckpointError", "DppoTrainer", "Group", "LOSSES", "LearnerConfig",
+    "LearnerConfigError", "LogprobHead", "Sample", "StepStats", "TokenizedTurn", "TrainSeq",
     "TrajectoryFormatError", "UnknownLossError", "UnsupportedModelError", "centred", "checkpoint_key",
-    "get_loss", "has_signal", "load_checkpoint", "publish_policy", "register_loss", "save_checkpoint",
-    "turns_from_trajectory",
+    "folder_tensors", "get_loss", "has_signal", "install_head", "load_tensors", "pack_turns", "policy_tensors",
+    "publish_model", "publish_policy", "register_loss", "turns_from_trajectory", "write_hf_folder",
 ]

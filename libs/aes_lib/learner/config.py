@@ -51,18 +51,39 @@ class LearnerConfig:
     kernel_backend: Literal["auto", "triton", "torch"] = "auto"
     """``auto``: Triton kernels on CUDA, torch reference on CPU (see ``aes_kernels``)."""
     device: str = "cpu"
-    """Torch device of the trained model."""
+    """Torch device of the trained model (``cuda`` under several ranks: each rank's local GPU)."""
+    nproc: int = 1
+    """Ranks on this node (``aes service learner`` launches them with torchrun; ``--nproc`` overrides)."""
+    param_dtype: Literal["float32", "bfloat16"] = "float32"
+    """Compute dtype of the sharded model's forward and backward; the master weights and the
+    AdamW moments stay fp32 (FSDP2's ``MixedPrecisionPolicy``)."""
+    reduce_dtype: Literal["float32", "bfloat16"] = "float32"
+    """Dtype of the gradient reduce-scatter across ranks."""
+    activation_checkpointing: bool = False
+    """Recompute each decoder layer's activations in the backward pass instead of keeping them."""
+    cpu_offload: bool = False
+    """Keep sharded parameters, gradients and optimizer state in CPU memory (FSDP2 ``CPUOffloadPolicy``)."""
+    merge_turns: bool = True
+    """Train the turns of a sample that extend each other as one sequence (``sequences.pack_turns``)."""
+    checkpoint_every: int = 8
+    """Updates between two saves of the learner's full state (sharded weights and AdamW moments,
+    ``torch.distributed.checkpoint``); the updates since are replayed after a crash."""
+    checkpoint_dir: str = ""
+    """Folder of those saves, reachable from every node (empty: ``<AES_HOME>/learner``)."""
+    publish_dtype: Literal["float32", "bfloat16"] = "float32"
+    """Dtype of the safetensors in each published HF-format version."""
     keep_checkpoints: int = 8
-    """Weight checkpoints kept in the blob store (the newest; about 0.6 GB each for SmolLM2);
+    """Published versions kept in the blob store (the newest; about 0.6 GB each for SmolLM2);
     0 keeps every version (``aes eval --policy-version`` needs the version's checkpoint)."""
     checkpoint_prefix: str = "checkpoints/policy"
-    """Blob-store key prefix of the safetensors checkpoints (``<prefix>/v<version>.safetensors``)."""
+    """Blob-store key prefix of the published versions (``<prefix>/v<version>/``, HF-format folders)."""
     seed: int = 0
     """Torch seed for reproducible runs."""
 
     def __post_init__(self) -> None:
         for name in ("solver_group_size", "proposer_group_size", "groups_per_batch",
-                     "proposer_groups_per_batch", "micro_batch_tokens", "max_pending_updates", "max_policy_lag"):
+                     "proposer_groups_per_batch", "micro_batch_tokens", "max_pending_updates", "max_policy_lag",
+                     "nproc", "checkpoint_every"):
             if getattr(self, name) < 1:
                 raise LearnerConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if min(self.solver_group_size, self.proposer_group_size) < 2:
@@ -72,6 +93,9 @@ class LearnerConfig:
         if self.lr <= 0 or self.delta <= 0 or self.max_grad_norm < 0:
             raise LearnerConfigError(f"lr and delta must be > 0 and max_grad_norm >= 0, got "
                                      f"{self.lr}, {self.delta}, {self.max_grad_norm}")
+        for name in ("param_dtype", "reduce_dtype", "publish_dtype"):
+            if getattr(self, name) not in ("float32", "bfloat16"):
+                raise LearnerConfigError(f"{name} must be float32 or bfloat16, got {getattr(self, name)!r}")
         if self.kernel_backend not in ("auto", "triton", "torch"):
             raise LearnerConfigError(f"kernel_backend must be auto, triton or torch, got {self.kernel_backend!r}")
 

@@ -118,7 +118,9 @@ class TorchEngine:
             with self._weights:
                 if version <= self.version:
                     return False
-                self.model.load_state_dict(tensors, strict=True)
+                from aes_lib.learner.checkpoint import load_tensors
+
+                load_tensors(self.model, tensors, f"version {version}")
                 self.version = version
                 return True
         finally:

@@ -8,7 +8,7 @@
   that sampled it); ``response_format`` is accepted and not enforced;
 - ``GET /v1/aes/policy``: ``{"version", "model"}``;
 - ``POST /v1/aes/policy`` ``{"version", "checkpoint": BlobRef}``: load that
-  checkpoint from the blob store (``AES_BLOB_URL``, as every service finds it) unless
+  published version (an HF-format folder; the ref is its manifest) from the blob store (``AES_BLOB_URL``, as every service finds it) unless
   it is not newer; answers ``{"version", "loaded", "seconds"}``.
 
 Errors are JSON ``{"error": {"message", "type"}}`` with 400 for bad requests.
@@ -40,19 +40,20 @@ class _BadRequest(ValueError):
 
 
 def _checkpoint_loader():
-    """Reads checkpoints from the configured blob store (opened on first use)."""
+    """Reads published versions (HF-format folders, ``ref`` their manifest) from the configured
+    blob store (opened on first use)."""
     store = None
 
     def load(ref: BlobRef):
         nonlocal store
         from aes_lib.blobstore import open_store
         from aes_lib.config import Settings
-        from aes_lib.learner.checkpoint import checkpoint_tensors
+        from aes_lib.learner.checkpoint import policy_tensors
 
         if store is None:
             settings = Settings.from_env()
             store = open_store(settings.blob_location, settings)
-        return checkpoint_tensors(store, ref)
+        return policy_tensors(store, ref)
 
     return load
 

@@ -2,7 +2,9 @@
 
 ``NAME`` is a name from ``aes_services.registry.SERVICES`` or a ``module:Class``
 (a new domain gate runs without being registered). ``--replicas N`` runs N
-processes that share the work through one durable consumer.
+processes that share the work through one durable consumer. A learner takes
+``--nproc N [--nnodes M --rdzv-endpoint HOST:PORT]`` instead: one consumer whose
+updates run on N x M FSDP2 ranks (torchrun launches them; ``AES_LEARNER_NPROC`` sets N).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import subprocess
 import sys
@@ -64,17 +67,63 @@ def load_service(target: str):
 
 
 def _service(args: argparse.Namespace) -> int:
+    service_cls = load_service(args.name)
+    ranks = _learner_ranks(service_cls, args)
     if args.replicas > 1:
+        if ranks:
+            raise CommandError("--replicas and --nproc/--nnodes do not combine: a learner is one consumer")
         return _replicas(args.name, args.replicas)
+    from aes_lib.learner.distributed import under_torchrun
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    ready = args.ready_file.touch if args.ready_file else None
+    if under_torchrun():  # one rank of a learner (the launcher below started us)
+        from aes_services.learner_ranks import run_rank
+
+        run_rank(service_cls, Settings.from_env(), ready)
+        return 0
+    if ranks:
+        _torchrun(args, *ranks)  # does not return
     from aes_lib.bus import run_service
     from aes_lib.bus.runner import new_event_loop
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    service = load_service(args.name)()
-    ready = args.ready_file.touch if args.ready_file else None
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
-        runner.run(run_service(service, Settings.from_env(), on_ready=ready))
+        runner.run(run_service(service_cls(), Settings.from_env(), on_ready=ready))
     return 0
+
+
+def _learner_ranks(service_cls: type, args: argparse.Namespace) -> tuple[int, int] | None:
+    """(processes per node, nodes) when the service is a learner on several ranks, else None."""
+    from aes_services.learner import LearnerService
+
+    if not issubclass(service_cls, LearnerService):
+        if args.nproc or args.nnodes > 1:
+            raise CommandError(f"--nproc/--nnodes run a learner on several ranks; {args.name} is not a learner")
+        return None
+    from aes_lib.learner import LearnerConfig
+
+    nproc = args.nproc or LearnerConfig.from_env().nproc
+    if nproc < 1 or args.nnodes < 1:
+        raise CommandError(f"--nproc and --nnodes must be >= 1, got {nproc} and {args.nnodes}")
+    if args.nnodes > 1 and not args.rdzv_endpoint:
+        raise CommandError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (the same on every node)")
+    return (nproc, args.nnodes) if nproc * args.nnodes > 1 else None
+
+
+def _torchrun(args: argparse.Namespace, nproc: int, nnodes: int) -> None:
+    """Become torchrun's agent, which starts the ranks (``aes service NAME`` again) and restarts
+    them all when one dies; signals sent to this process reach it."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}", f"--nnodes={nnodes}",
+           f"--max-restarts={args.max_restarts}"]
+    if nnodes == 1:
+        cmd.append("--standalone")
+    else:
+        cmd += ["--rdzv-backend=c10d", f"--rdzv-endpoint={args.rdzv_endpoint}", f"--rdzv-id={args.name}"]
+    cmd += ["-m", "aes_cli.main", "service", args.name]
+    if args.ready_file:
+        cmd += ["--ready-file", str(args.ready_file)]
+    sys.stdout.flush()
+    os.execv(sys.executable, cmd)
 
 
 def _replicas(name: str, n: int) -> int:
@@ -104,4 +153,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("name", help="registered service name, or module:Class")
     p.add_argument("--replicas", type=int, default=1, help="processes sharing the work (default 1)")
     p.add_argument("--ready-file", type=Path, help="create this file once consuming (aes up waits for it)")
+    p.add_argument("--nproc", type=int, default=0,
+                   help="learner only: ranks on this node, launched with torchrun (default AES_LEARNER_NPROC, 1)")
+    p.add_argument("--nnodes", type=int, default=1, help="learner only: nodes, each running this command")
+    p.add_argument("--rdzv-endpoint", default="", metavar="HOST:PORT",
+                   help="learner on several nodes: where their ranks meet (torchrun's c10d rendezvous)")
+    p.add_argument("--max-restarts", type=int, default=10,
+                   help="learner on several ranks: times torchrun restarts all ranks after one dies")
     p.set_defaults(func=_service)
