@@ -26,7 +26,7 @@ from aes_lib.bundle import Task
 from aes_lib.bundle.compose import MAIN
 from aes_lib.domains import domain_of
 from aes_lib.sandbox import artifacts, verifier
-from aes_lib.sandbox.container import ExecResult, LimitCaps, Limits, Sandbox, SandboxError
+from aes_lib.sandbox.container import KILL_ALL, ExecResult, LimitCaps, Limits, Sandbox, SandboxError
 from aes_lib.sandbox.images import ImageCache
 from aes_lib.sandbox.services import task_services
 
@@ -250,9 +250,28 @@ async def _while_surveyed(fresh: Sandbox, env: dict[str, str], work: Awaitable[T
     return await survey, result
 
 
+VERIFIER_ENV = {
+    # No shell start-up file runs before test.sh or the shells it starts.
+    "BASH_ENV": "", "ENV": "",
+    # git runs no hook and no fsmonitor command from a repository the agent wrote, and works on
+    # a repository whatever its owner (the managed verifier's tests run as nobody).
+    "GIT_CONFIG_COUNT": "3",
+    "GIT_CONFIG_KEY_0": "core.hooksPath", "GIT_CONFIG_VALUE_0": "/dev/null",
+    "GIT_CONFIG_KEY_1": "core.fsmonitor", "GIT_CONFIG_VALUE_1": "false",
+    "GIT_CONFIG_KEY_2": "safe.directory", "GIT_CONFIG_VALUE_2": "*",
+    # Python reads no user site-packages.
+    "PYTHONNOUSERSITE": "1",
+}
+"""Variables every test.sh runs with, over the task's own: they close the ways the agent's
+files run code on their own (``docs/ARCHITECTURE.md``, "The verdict boundary")."""
+# test.sh, then, when it has exited, every other process in the container is killed: the
+# reward files are read as test.sh left them, with nothing left running to rewrite them.
+_VERIFY = f"bash /tests/test.sh\nstatus=$?\n{KILL_ALL}\nexit $status\n"
+
+
 async def _verify(fresh: Sandbox, task: Task, env: dict[str, str]) -> tuple[ExecResult, bytes | None, bytes | None]:
     cfg = task.config.verifier
-    result = await fresh.exec("bash /tests/test.sh", timeout=cfg.timeout_sec, user=0, env={**env, **cfg.env})
+    result = await fresh.exec(_VERIFY, timeout=cfg.timeout_sec, user=0, env={**env, **cfg.env, **VERIFIER_ENV})
     files = await fresh.get_files(VERIFIER_DIR)
     return result, files.get("reward.json"), files.get("reward.txt")
 

@@ -33,7 +33,7 @@ def server():
     subprocess.run(["pkill", "-f", "/app/server.py"], check=False)
     time.sleep(0.5)
     env = {k: v for k, v in os.environ.items() if k != "NOTES_CONFIG"}
-    proc = subprocess.Popen(["python3", "/app/server.py"], env=env, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(["python3", "-I", "/app/server.py"], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     # Poll for readiness (bounded by attempts, not by measuring time).
     for _ in range(100):
