@@ -26,7 +26,8 @@ from aes_lib.bundle import Task
 from aes_lib.bundle.compose import MAIN
 from aes_lib.domains import domain_of
 from aes_lib.sandbox import artifacts, verifier
-from aes_lib.sandbox.container import KILL_ALL, ExecResult, LimitCaps, Limits, Sandbox, SandboxError
+from aes_lib.faults import TransientError
+from aes_lib.sandbox.container import KILL_ALL, ExecResult, LimitCaps, Limits, Sandbox, SandboxError, SandboxVerdict
 from aes_lib.sandbox.images import ImageCache
 from aes_lib.sandbox.services import task_services
 
@@ -111,6 +112,11 @@ def agent_timeout(task: Task) -> float:
     return task.config.agent.timeout_sec or DEFAULT_AGENT_TIMEOUT
 
 
+class TrialFault(TransientError):
+    """The trial failed for the infrastructure (Docker, the image, the verifier's container), not
+    for the agent or the task: no reward. Callers retry it (a transient fault) or drop the attempt."""
+
+
 class RewardError(ValueError):
     """A reward file that does not hold a finite number (or named numbers)."""
 
@@ -193,10 +199,12 @@ async def _trial(task: Task, agent: Agent, images: ImageCache, *, image: str | N
                     sb, fresh, task, agent, fresh_env, bundled_tests)
             else:
                 outcome, result, json_bytes, txt_bytes = await _agent_then_verifier(sb, fresh, task, agent, fresh_env)
-    except SandboxError as e:  # e.g. the agent stopped its own container, a service failed
+    except SandboxVerdict as e:  # e.g. the agent stopped its own container, a service failed
         return TrialResult(reward=0.0, metrics={}, agent=AgentOutcome(output=str(e)),
                            verifier=ExecResult(exit_code=None, output=""), error=f"sandbox failed: {e}",
                            seconds=time.monotonic() - t0)
+    except SandboxError as e:  # Docker, not the attempt: never a reward
+        raise TrialFault(f"sandbox failed: {e}") from e
     try:
         reward, metrics = parse_reward(json_bytes, txt_bytes)
         error = ""
@@ -211,8 +219,8 @@ async def _agent_then_verifier(
 ) -> tuple[AgentOutcome, ExecResult, bytes | None, bytes | None]:
     async def turn() -> tuple[AgentOutcome, IO[bytes]]:
         await _start_services(sb, task)
-        outcome = await _agent_turn(sb, task, agent)
-        return outcome, await verifier.snapshot(sb)
+        outcome = await _agents(_agent_turn(sb, task, agent))
+        return outcome, await _agents(verifier.snapshot(sb))
 
     pristine, (outcome, snap) = await _while_surveyed(fresh, env, turn())
     with snap:
@@ -226,13 +234,13 @@ async def _agent_then_separate_verifier(
 ) -> tuple[AgentOutcome, ExecResult, bytes | None, bytes | None]:
     async def turn() -> AgentOutcome:
         await _start_services(sb, task)
-        outcome = await _agent_turn(sb, task, agent)
-        await sb.kill_all()
+        outcome = await _agents(_agent_turn(sb, task, agent))
+        await _agents(sb.kill_all())
         return outcome
 
     pristine, outcome = await _while_surveyed(fresh, env, turn())
     # Artifacts never land on the verifier's toolchain, tests or reward files.
-    carried = await artifacts.collect(sb, artifacts.artifact_paths(task), pristine.protected)
+    carried = await _agents(artifacts.collect(sb, artifacts.artifact_paths(task), pristine.protected))
     await _all(sb.close(), artifacts.place(fresh, carried, None if bundled_tests else task.tests_dir))
     return (outcome, *await _verify(fresh, task, {}))
 
@@ -289,7 +297,7 @@ async def _start_services(sb: Sandbox, task: Task) -> None:
     r = await start_services(sb, task)
     if r is not None and r.exit_code != 0:
         how = f"ran past {STARTUP_TIMEOUT:g}s" if r.timed_out else f"exited {r.exit_code}"
-        raise SandboxError(f"the domain's startup ({domain_of(task).startup}) {how}:\n{r.output[-2000:]}")
+        raise SandboxVerdict(f"the domain's startup ({domain_of(task).startup}) {how}:\n{r.output[-2000:]}")
 
 
 async def _agent_turn(sb: Sandbox, task: Task, agent: Agent) -> AgentOutcome:
@@ -299,6 +307,15 @@ async def _agent_turn(sb: Sandbox, task: Task, agent: Agent) -> AgentOutcome:
         return await asyncio.wait_for(agent.run(sb, task.instruction), budget + 30)
     except asyncio.TimeoutError:
         return AgentOutcome(timed_out=True, output=f"agent exceeded {budget:.0f}s")
+
+
+async def _agents(work: Awaitable[T]) -> T:
+    """``work`` on the agent's container: the agent controls it (it may have stopped it), so a
+    failure there is the attempt's, not the infrastructure's."""
+    try:
+        return await work
+    except SandboxError as e:
+        raise e if isinstance(e, SandboxVerdict) else SandboxVerdict(str(e)) from e
 
 
 async def _all(*aws: Awaitable[T]) -> list[T]:
