@@ -72,7 +72,8 @@ VERIFIERS = {"managed template": None, "own test.sh": OWN_TEST_SH}
 @pytest.mark.parametrize("verifier", list(VERIFIERS))
 async def test_reference_solution_passes(verifier, make_task, images, test_label) -> None:
     files = {"tests/test.sh": VERIFIERS[verifier]} if VERIFIERS[verifier] else {}
-    r = await validate_task(make_task(files, name="plantable"), images, labels=test_label)
+    # Without the tamper probe: its public-tests check is forgeable on its own (test_tamper_probe.py).
+    r = await validate_task(make_task(files, name="plantable"), images, labels=test_label, probe=False)
     assert (r.reason, r.oracle_reward, r.nop_reward) == ("ok", 1.0, 0.0), r.logs
 
 
