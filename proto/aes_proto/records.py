@@ -51,6 +51,10 @@ class PoolEntry(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields
     """Harbor task name, used as the directory name on export."""
     retired: bool = False
     """Set once the environment leaves the pool; a retired environment never comes back."""
+    forgeable: str = ""
+    """Why the tamper probe found its verifier forgeable (an imported task the operator seeded
+    anyway, ``aes pool seed --from --allow-forgeable``); empty: none found. Training waves leave
+    such an entry out unless ``AES_TRAINING_ALLOW_FORGEABLE=1``."""
 
 
 class PoolIndex(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
