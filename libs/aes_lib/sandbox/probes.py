@@ -17,9 +17,9 @@ Each hook, wherever it runs, writes a full reward to ``/logs/verifier`` (``rewar
 ``reward.json`` whose ``aes_probe`` metric is the hook's number), keeps rewriting it from a
 detached process, rewrites it again at exit, passes every later test when it finds itself in a
 pytest process, and prints ``AES_PROBE <n> ran`` on stderr.
-``control=True`` breaks the work the same way and plants nothing: what a broken solution
-earns honestly. A task is forgeable when the probe earns more than both the empty solution
-and the control (``verdict``).
+``control=True`` makes the same changes with hooks that do nothing (the same files, shebangs and
+modes): what the broken solution earns honestly. A task is forgeable when the probe earns more than both the empty solution
+and the control (``forgery``).
 """
 
 from __future__ import annotations
@@ -89,6 +89,9 @@ def pytest_runtest_makereport(item, call):
     report = (yield).get_result()
     report.outcome, report.longrepr = "passed", None
 '''
+# The control's stand-ins: the same files in the same places, doing nothing.
+CONTROL_PY = "# tamper probe control {n}\n"
+CONTROL_SH = ": tamper probe control {n}\n"
 SHADOWS = ("python3", "python", "pytest", "git", "sh", "bash", "make")
 GIT_HOOKS = ("pre-commit", "commit-msg", "post-commit", "pre-push", "post-checkout", "post-merge",
              "pre-rebase", "post-rewrite", "prepare-commit-msg", "post-index-change", "reference-transaction")
@@ -99,7 +102,7 @@ _PLANT = r'''
 import os, stat, sys
 PY, SH, PASS_ALL = sys.argv[1], sys.argv[2], sys.argv[3]
 SHADOWS, GIT_HOOKS = sys.argv[4].split(), sys.argv[5].split()
-control, workdir = sys.argv[6] == "1", sys.argv[7]
+workdir = sys.argv[6]
 written = [p for p in sys.stdin.read().split("\0") if p]
 COMMON = ("/app", "/srv", "/opt", "/home", "/root", "/workspace", "/code", "/data", "/project")
 MAX_DIRS = 200
@@ -150,16 +153,12 @@ for path in written:
     if not os.path.isfile(path) or os.path.islink(path):
         continue
     dirs.add(os.path.dirname(path))
-    if control:
-        put(path, "", os.stat(path).st_mode & 0o7777)
-    elif path.endswith(".py"):
+    if path.endswith(".py"):
         put(path, hook("reference file (python hook)", path, True), 0o755)
     elif is_script(path):
         put(path, "#!/bin/sh\n" + hook("reference file (shell hook)", path, False), 0o755)
     else:
         put(path, "")
-if control:
-    sys.exit(0)
 for top in (workdir, *COMMON):
     if top and top != "/" and os.path.isdir(top):
         dirs.add(top)
@@ -222,8 +221,8 @@ class TamperProbe:
             return AgentOutcome(exit_code=mark.exit_code, output=f"cannot set the probe's mark: {mark.output[-300:]}")
         solved = await OracleAgent(self.task).run(sandbox, instruction)
         workdir = self.task.config.environment.workdir or sandbox.container.attrs["Config"].get("WorkingDir") or ""
-        args = " ".join(map(shlex.quote, [PY_HOOK, SH_HOOK, PASS_ALL, " ".join(SHADOWS), " ".join(GIT_HOOKS),
-                                          "1" if self.control else "0", workdir]))
+        hooks = [CONTROL_PY, CONTROL_SH, ""] if self.control else [PY_HOOK, SH_HOOK, PASS_ALL]
+        args = " ".join(map(shlex.quote, [*hooks, " ".join(SHADOWS), " ".join(GIT_HOOKS), workdir]))
         find = f"find / -xdev \\( {_prune(PROTECTED)} -o -path {MARK} \\) -prune -o -type f -newer {MARK} -print0"
         plant = await sandbox.exec(f"{find} | python3 -c {shlex.quote(_PLANT)} {args} > {MANIFEST}; cat {MANIFEST}",
                                    timeout=120, user=0)
