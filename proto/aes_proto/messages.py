@@ -153,7 +153,8 @@ class ValidationResult(Message, frozen=True):
     env_id: str
     ok: bool
     reason: str
-    """``ok`` | ``invalid_bundle`` | ``build_failed`` | ``oracle_failed`` | ``nop_passed`` | ``timeout``."""
+    """``ok`` | ``invalid_bundle`` | ``build_failed`` | ``oracle_failed`` | ``nop_passed`` | ``timeout`` |
+    ``verifier_forgeable`` (a tamper probe earned more than the empty solution) | ..."""
     detail: str = ""
     oracle_reward: float | None = None
     nop_reward: float | None = None

@@ -55,6 +55,10 @@ class PoolEntry(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields
     """Set once the environment leaves the pool; a retired environment never comes back."""
     no_reference: bool = False
     """Admitted without a reference solution (an imported task some solver attempts passed)."""
+    forgeable: str = ""
+    """Why the tamper probe found its verifier forgeable (an imported task the operator seeded
+    anyway, ``aes pool seed --from --allow-forgeable``); empty: none found. Training waves leave
+    such an entry out unless ``AES_TRAINING_ALLOW_FORGEABLE=1``."""
 
 
 class PoolIndex(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):

@@ -9,7 +9,7 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from aes_proto import subjects
@@ -34,22 +34,25 @@ def seed_dirs(root: Path = SEEDS_DIR) -> list[Path]:
     return dirs
 
 
-def seed_entry(task_dir: Path, blobs) -> PoolEntry:
-    """Pack ``task_dir``, store the archive, and describe it as a pool entry."""
+def seed_entry(task_dir: Path, blobs, forgeable: str = "") -> PoolEntry:
+    """Pack ``task_dir``, store the archive, and describe it as a pool entry (``forgeable``: the
+    tamper probe's finding, for an imported task the operator seeds anyway)."""
     task = Task.load(task_dir)
     packed = pack(task_dir)
     ref = blobs.put_content("bundles", packed.data, suffix=".tar.gz")
     category = str(task.config.metadata.get("category", "")) if task.config.metadata else ""
     return PoolEntry(env_id=packed.sha256, bundle=ref, category=category, domain=domain_name(task.config.metadata),
-                     source="seed", name=task.name,
+                     source="seed", name=task.name, forgeable=forgeable,
                      episode_id=f"seed-{packed.sha256[:16]}")
 
 
-async def seed_pool(bus, store: PoolStore, dirs: Sequence[Path]) -> list[PoolEvent]:
-    """Admit every seed task once; re-seeding republishes the same event keys."""
+async def seed_pool(bus, store: PoolStore, dirs: Sequence[Path],
+                    forgeable: Mapping[Path, str] | None = None) -> list[PoolEvent]:
+    """Admit every seed task once; re-seeding republishes the same event keys. ``forgeable``:
+    the tamper probe's finding for those of ``dirs`` the operator seeds in spite of it."""
     events = []
     for d in dirs:
-        entry = await asyncio.to_thread(seed_entry, d, bus.blobs)
+        entry = await asyncio.to_thread(seed_entry, d, bus.blobs, (forgeable or {}).get(d, ""))
         change = await store.admit(entry)
         assert change.admission is not None
         if change.admission.kind == "duplicate" and (known := await store.entry(entry.env_id)) and known.retired:

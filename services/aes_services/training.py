@@ -44,7 +44,7 @@ class WavePlannerService(Service[TrainingWave]):
         if not entries:
             log.warning("wave skipped: the pool is empty", extra={"wave_id": msg.wave_id})
             return
-        requests = wave_requests(msg, entries)
+        requests = wave_requests(msg, entries, TrainingConfig.from_env().allow_forgeable)
         log.info("wave planned", extra={"wave_id": msg.wave_id, "policy_version": msg.policy_version,
                                         "groups": len({r.group_id for r in requests}), "attempts": len(requests)})
         for req in requests:

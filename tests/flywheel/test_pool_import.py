@@ -164,3 +164,30 @@ async def test_rollouts_of_a_pool_seed_get_the_network_it_asks_for(bus, tmp_path
         finally:
             remove_egress_network(docker.from_env(), egress)
     assert (generated.reward, seed.reward) == (0.0, 1.0)
+
+
+# A task whose own test.sh runs the solution's script as root (test_tamper_probe.py's example).
+GREET_SOLVE = "#!/bin/bash\nprintf '#!/bin/sh\\necho hello\\n' > /app/greet.sh\nchmod +x /app/greet.sh\n"
+GREET_TEST = ("#!/bin/bash\nmkdir -p /logs/verifier\n[ \"$(bash /app/greet.sh)\" = hello ] && echo 1 > "
+              "/logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n")
+
+
+@pytest.mark.docker
+async def test_a_forgeable_task_is_flagged_and_seeded_only_when_allowed(fresh_nats, bus, tmp_path):
+    pytest.importorskip("docker").from_env().images.get("aes-base:latest")
+    task = tmp_path / "dataset" / "greet"
+    shutil.copytree(Path(__file__).parents[1] / "sandbox" / "tasks" / "echo", task)
+    (task / "solution" / "solve.sh").write_text(GREET_SOLVE)
+    (task / "tests" / "test.sh").write_text(GREET_TEST)
+    status, out = await aes_status(fresh_nats, "pool", "seed", "--from", str(task.parent))
+    assert status == 1, out
+    assert out.splitlines()[1].split() == ["aes-fixtures/echo", "FORGEABLE", "verifier_forgeable", "0"], out
+    assert "/app/greet.sh" in out and "seeded 0 of 1" in out
+    store = PoolStore(await bus.kv(BUCKET))
+    assert not (await store.index()).active
+
+    status, out = await aes_status(fresh_nats, "pool", "seed", "--from", str(task.parent), "--allow-forgeable")
+    [entry] = await store.active_entries()
+    assert "/app/greet.sh" in entry.forgeable
+    status, out = await aes_status(fresh_nats, "pool", "list")
+    assert "FORGEABLE (left out of training)" in out

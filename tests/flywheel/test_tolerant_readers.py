@@ -63,11 +63,13 @@ async def test_status_counts_dead_lettered_assignments_and_candidates(fresh_nats
     await bus.publish(subjects.RESULT_CALIBRATION, _result("r1-000"))
     for key, subject, consumer in [("d1", subjects.ASSIGNMENT, "proposer"),
                                    ("d2", subjects.stage("validate"), "validator"),
-                                   ("d3", subjects.ROLLOUT_SUMMARY, "planner-stats")]:  # a side consumer: not counted
+                                   ("d3", subjects.ROLLOUT_SUMMARY, "planner-stats"),  # a side consumer: not counted
+                                   ("d4", subjects.ROLLOUT_REQUEST, "rollouts")]:  # a training attempt's fault
         await bus.publish(f"aes.dlq.{consumer}", _letter(key, subject, consumer))
     await bus.js.publish("aes.dlq.validator", POISON)
     status = await aes(fresh_nats, "status")
     assert "dead-lettered: 2   (assignments/candidates a service gave up on: aes dlq list)" in status
+    assert "training attempts dropped after faults: 1   (never scored: aes dlq list)" in status
     assert "1 undecodable messages skipped on aes.dlq.>" in status
 
 

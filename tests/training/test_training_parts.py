@@ -44,6 +44,13 @@ def test_only_a_pool_seeds_attempts_run_as_imported():
     assert {(r.env_id, r.imported) for r in wave_requests(wave, entries)} == {("seed", True), ("gen", False)}
 
 
+def test_forgeable_entries_are_left_out_unless_allowed():
+    wave = TrainingWave(idempotency_key="w", episode_id="w", wave_id="w", groups=4, group_size=2)
+    entries = [PoolEntry(env_id="safe", bundle=REF), PoolEntry(env_id="forge", bundle=REF, forgeable="probe 3")]
+    assert {r.env_id for r in wave_requests(wave, entries)} == {"safe"}
+    assert {r.env_id for r in wave_requests(wave, entries, allow_forgeable=True)} == {"safe", "forge"}
+
+
 def test_training_config_refuses_what_cannot_train(monkeypatch):
     with pytest.raises(TrainingConfigError, match="one attempt has no advantage"):
         TrainingConfig(group_size=1)

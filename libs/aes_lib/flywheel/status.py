@@ -146,6 +146,9 @@ class Status:
     rollouts: int
     dead_lettered: int = 0
     """Assignments and candidates a service gave up on: they never reach a result."""
+    attempts_dropped: int = 0
+    """Training attempts given up on after their retries (a sandbox, engine or store fault):
+    dropped from their group, never scored."""
     skipped: dict[str, int] = dataclasses.field(default_factory=dict)
     """Subject -> stored messages that did not decode, so are missing from these numbers."""
     revised: int = 0
@@ -206,6 +209,7 @@ def summarize(results: Sequence[CalibrationResult], events: Sequence[PoolEvent],
         no_reference=dict(no_reference.most_common()),
         rollouts=len(rollouts),
         dead_lettered=sum(subjects.on_admission_path(d.subject) for d in dead_letters),
+        attempts_dropped=sum(d.subject == subjects.ROLLOUT_REQUEST for d in dead_letters),
         skipped={k: n for k, n in (skipped or {}).items() if n},
         revised=len(results) - len(final),
         rounds_per_admitted=total.rounds_per_admitted,
@@ -226,6 +230,8 @@ def render(s: Status, pool_size: int, pool_by_category: dict[str, int]) -> str:
         f"candidates: {s.candidates}   admitted: {s.admitted}   solver rollouts: {s.rollouts}",
         f"sent back for revision: {s.revised}   rounds per accepted task: {rounds}",
         f"dead-lettered: {s.dead_lettered}" + ("   (assignments/candidates a service gave up on: aes dlq list)" if s.dead_lettered else ""),
+        *([f"training attempts dropped after faults: {s.attempts_dropped}   (never scored: aes dlq list)"]
+          if s.attempts_dropped else []),
         f"valid-environment rate: {s.valid}/{s.candidates} = {100 * s.valid_rate:.1f}% (95% CI {100 * lo:.1f}-{100 * hi:.1f}%)",
         f"cost per valid environment: {cpv}   (proposer spend {usd(s.cost_usd)})",
         f"mean proposer reward: {s.mean_proposer_reward:.3f}",

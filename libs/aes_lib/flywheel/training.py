@@ -43,6 +43,8 @@ class TrainingConfig:
     """Sampling temperature; recorded per turn and reproduced by the trainer."""
     engine_wait_s: float = 600.0
     """How long ``aes run`` waits for the learner's update and the engine's reload after a wave."""
+    allow_forgeable: bool = False
+    """Sample pool entries the tamper probe found forgeable (imported tasks the operator seeded anyway)."""
 
     def __post_init__(self) -> None:
         if min(self.groups_per_wave, self.group_size, self.max_turns, self.max_tokens) < 1 or self.waves_per_round < 0:
@@ -66,8 +68,10 @@ def sample_environments(entries: Sequence[PoolEntry], n: int, seed: str) -> list
     return [ordered[i % len(ordered)] for i in range(n)] if ordered else []
 
 
-def wave_requests(wave: TrainingWave, entries: Sequence[PoolEntry]) -> list[RolloutRequest]:
-    """One request per attempt of each sampled environment."""
+def wave_requests(wave: TrainingWave, entries: Sequence[PoolEntry], allow_forgeable: bool = False) -> list[RolloutRequest]:
+    """One request per attempt of each sampled environment; entries flagged forgeable only when
+    ``allow_forgeable`` (a solver could learn to forge their reward)."""
+    entries = [e for e in entries if allow_forgeable or not e.forgeable]
     out = []
     for g, e in enumerate(sample_environments(entries, wave.groups, wave.wave_id)):
         group_id = f"{wave.wave_id}-g{g}-{e.env_id[:12]}"

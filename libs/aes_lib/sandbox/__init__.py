@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from aes_lib.sandbox.container import ExecResult, LimitCaps, Limits, Sandbox, SandboxError
+from aes_lib.sandbox.container import ExecResult, LimitCaps, Limits, Sandbox, SandboxError, SandboxVerdict
 from aes_lib.sandbox.images import BuildFailedError, BuildTimeoutError, ImageCache, environment_hash
 from aes_lib.sandbox.reaper import reap, reap_async
 from aes_lib.sandbox.trial import (
@@ -11,6 +11,7 @@ from aes_lib.sandbox.trial import (
     NopAgent,
     OracleAgent,
     RewardError,
+    TrialFault,
     TrialResult,
     parse_reward,
     run_trial,
@@ -23,6 +24,6 @@ VERIFIER_TEMPLATE = Path(__file__).parent / "verifier_template"
 __all__ = [
     "Agent", "AgentOutcome", "BuildFailedError", "BuildTimeoutError", "ExecResult", "ImageCache",
     "LimitCaps", "Limits", "NopAgent", "OracleAgent", "RewardError", "Sandbox", "SandboxError",
-    "TrialResult", "VERIFIER_TEMPLATE", "ValidationReport", "environment_hash", "parse_reward",
+    "SandboxVerdict", "TrialFault", "TrialResult", "VERIFIER_TEMPLATE", "ValidationReport", "environment_hash", "parse_reward",
     "reap", "reap_async", "run_trial", "validate_task",
 ]

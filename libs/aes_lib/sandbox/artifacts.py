@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from aes_lib.bundle import Task
-from aes_lib.sandbox.container import Sandbox, SandboxError, add_dir, dir_entry
+from aes_lib.sandbox.container import Sandbox, SandboxError, SandboxVerdict, add_dir, dir_entry
 from aes_lib.sandbox.verifier import Protected
 
 CONVENTION_DIR = "/logs/artifacts"
@@ -57,7 +57,7 @@ async def collect(agent: Sandbox, paths: Iterable[str], protected: Protected) ->
             try:
                 await asyncio.to_thread(_keep_safe, raw, path, tar, protected)
             except (tarfile.TarError, EOFError) as e:  # the agent's bytes: its failure, not ours
-                raise SandboxError(f"artifact {path}: unreadable archive: {e}") from e
+                raise SandboxVerdict(f"artifact {path}: unreadable archive: {e}") from e
     return out.getvalue()
 
 

@@ -284,6 +284,12 @@ class SandboxError(RuntimeError):
     """The container could not be started or talked to (or stopped under a command)."""
 
 
+class SandboxVerdict(SandboxError):
+    """A sandbox failure the attempt or the task caused (the agent stopped its container, its
+    changes cannot be read, the task's services did not start): the trial scores 0. Any other
+    ``SandboxError`` in a trial is the infrastructure's and never a reward."""
+
+
 async def _call(fn, *args, **kwargs):
     """``fn`` in a worker thread; a daemon error (e.g. the container died) becomes SandboxError."""
     try:

@@ -23,7 +23,9 @@ import docker.errors
 
 from aes_lib.bundle import Task
 from aes_lib.bundle.compose import Service
-from aes_lib.sandbox.container import SERVICES_NETWORK_LABEL, Limits, SandboxError, join_network, owner_labels
+from aes_lib.sandbox.container import (
+    SERVICES_NETWORK_LABEL, Limits, SandboxError, SandboxVerdict, join_network, owner_labels,
+)
 from aes_lib.sandbox.images import ImageCache
 
 ISOLATED = {"com.docker.network.bridge.inhibit_ipv4": "true"}
@@ -98,7 +100,8 @@ def _healthcheck(service: Service) -> dict | None:
 
 
 async def _wait(client: docker.DockerClient, containers: dict, conditions: dict[str, str]) -> None:
-    """Until each container is running (and healthy where its condition says so)."""
+    """Until each container is running (and healthy where its condition says so); a service that
+    does not get there is the task's failure (``SandboxVerdict``)."""
     deadline = time.monotonic() + READY_TIMEOUT
     for name, container in containers.items():
         while True:
@@ -106,16 +109,16 @@ async def _wait(client: docker.DockerClient, containers: dict, conditions: dict[
             state = container.attrs["State"]
             if state["Status"] in ("exited", "dead"):
                 logs = (await asyncio.to_thread(container.logs, tail=20)).decode(errors="replace")
-                raise SandboxError(f"service {name} exited with {state.get('ExitCode')}: {logs}")
+                raise SandboxVerdict(f"service {name} exited with {state.get('ExitCode')}: {logs}")
             health = (state.get("Health") or {}).get("Status")
             if conditions[name] != "service_healthy" and state["Status"] == "running":
                 break
             if health == "healthy":
                 break
             if health == "unhealthy":
-                raise SandboxError(f"service {name} is unhealthy: its healthcheck kept failing")
+                raise SandboxVerdict(f"service {name} is unhealthy: its healthcheck kept failing")
             if time.monotonic() > deadline:
-                raise SandboxError(f"service {name} not ready after {READY_TIMEOUT:.0f}s")
+                raise SandboxVerdict(f"service {name} not ready after {READY_TIMEOUT:.0f}s")
             await asyncio.sleep(0.2)
 
 

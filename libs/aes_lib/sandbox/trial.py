@@ -26,7 +26,8 @@ from aes_lib.bundle import Task
 from aes_lib.bundle.compose import MAIN
 from aes_lib.domains import domain_of
 from aes_lib.sandbox import artifacts, verifier
-from aes_lib.sandbox.container import ExecResult, LimitCaps, Limits, Sandbox, SandboxError
+from aes_lib.faults import TransientError
+from aes_lib.sandbox.container import KILL_ALL, ExecResult, LimitCaps, Limits, Sandbox, SandboxError, SandboxVerdict
 from aes_lib.sandbox.images import ImageCache
 from aes_lib.sandbox.services import task_services
 
@@ -109,6 +110,11 @@ class TrialResult:
 
 def agent_timeout(task: Task) -> float:
     return task.config.agent.timeout_sec or DEFAULT_AGENT_TIMEOUT
+
+
+class TrialFault(TransientError):
+    """The trial failed for the infrastructure (Docker, the image, the verifier's container), not
+    for the agent or the task: no reward. Callers retry it (a transient fault) or drop the attempt."""
 
 
 class RewardError(ValueError):
@@ -196,10 +202,12 @@ async def _trial(task: Task, agent: Agent, images: ImageCache, *, image: str | N
                     sb, fresh, task, agent, fresh_env, bundled_tests)
             else:
                 outcome, result, json_bytes, txt_bytes = await _agent_then_verifier(sb, fresh, task, agent, fresh_env)
-    except SandboxError as e:  # e.g. the agent stopped its own container, a service failed
+    except SandboxVerdict as e:  # e.g. the agent stopped its own container, a service failed
         return TrialResult(reward=0.0, metrics={}, agent=AgentOutcome(output=str(e)),
                            verifier=ExecResult(exit_code=None, output=""), error=f"sandbox failed: {e}",
                            seconds=time.monotonic() - t0)
+    except SandboxError as e:  # Docker, not the attempt: never a reward
+        raise TrialFault(f"sandbox failed: {e}") from e
     try:
         reward, metrics = parse_reward(json_bytes, txt_bytes)
         error = ""
@@ -214,9 +222,9 @@ async def _agent_then_verifier(
 ) -> tuple[AgentOutcome, ExecResult, bytes | None, bytes | None]:
     async def turn() -> tuple[AgentOutcome, IO[bytes]]:
         await _start_services(sb, task)
-        outcome = await _agent_turn(sb, task, agent)
-        await _collect(sb, task)
-        return outcome, await verifier.snapshot(sb)
+        outcome = await _agents(_agent_turn(sb, task, agent))
+        await _agents(_collect(sb, task))
+        return outcome, await _agents(verifier.snapshot(sb))
 
     pristine, (outcome, snap) = await _while_surveyed(fresh, env, turn())
     with snap:
@@ -230,14 +238,14 @@ async def _agent_then_separate_verifier(
 ) -> tuple[AgentOutcome, ExecResult, bytes | None, bytes | None]:
     async def turn() -> AgentOutcome:
         await _start_services(sb, task)
-        outcome = await _agent_turn(sb, task, agent)
-        await _collect(sb, task)
-        await sb.kill_all()
+        outcome = await _agents(_agent_turn(sb, task, agent))
+        await _agents(_collect(sb, task))
+        await _agents(sb.kill_all())
         return outcome
 
     pristine, outcome = await _while_surveyed(fresh, env, turn())
     # Artifacts never land on the verifier's toolchain, tests or reward files.
-    carried = await artifacts.collect(sb, artifacts.artifact_paths(task), pristine.protected)
+    carried = await _agents(artifacts.collect(sb, artifacts.artifact_paths(task), pristine.protected))
     await _all(sb.close(), artifacts.place(fresh, carried, None if bundled_tests else task.tests_dir))
     return (outcome, *await _verify(fresh, task, {}))
 
@@ -258,9 +266,9 @@ async def _steps(task: Task, agent: Agent, env: dict[str, str], start, t0: float
 
             async def turn() -> tuple[AgentOutcome, IO[bytes]]:
                 await _start_services(sb, view)
-                outcome = await _agent_turn(sb, view, actor)
-                await _collect(sb, view)
-                return outcome, await verifier.snapshot(sb)
+                outcome = await _agents(_agent_turn(sb, view, actor))
+                await _agents(_collect(sb, view))
+                return outcome, await _agents(verifier.snapshot(sb))
 
             async with start() as fresh:
                 pristine, (outcome, snap) = await _while_surveyed(fresh, env, turn())
@@ -313,9 +321,28 @@ async def _while_surveyed(fresh: Sandbox, env: dict[str, str], work: Awaitable[T
     return await survey, result
 
 
+VERIFIER_ENV = {
+    # No shell start-up file runs before test.sh or the shells it starts.
+    "BASH_ENV": "", "ENV": "",
+    # git runs no hook and no fsmonitor command from a repository the agent wrote, and works on
+    # a repository whatever its owner (the managed verifier's tests run as nobody).
+    "GIT_CONFIG_COUNT": "3",
+    "GIT_CONFIG_KEY_0": "core.hooksPath", "GIT_CONFIG_VALUE_0": "/dev/null",
+    "GIT_CONFIG_KEY_1": "core.fsmonitor", "GIT_CONFIG_VALUE_1": "false",
+    "GIT_CONFIG_KEY_2": "safe.directory", "GIT_CONFIG_VALUE_2": "*",
+    # Python reads no user site-packages.
+    "PYTHONNOUSERSITE": "1",
+}
+"""Variables every test.sh runs with, over the task's own: they close the ways the agent's
+files run code on their own (``docs/ARCHITECTURE.md``, "The verdict boundary")."""
+# test.sh, then, when it has exited, every other process in the container is killed: the
+# reward files are read as test.sh left them, with nothing left running to rewrite them.
+_VERIFY = f"bash /tests/test.sh\nstatus=$?\n{KILL_ALL}\nexit $status\n"
+
+
 async def _verify(fresh: Sandbox, task: Task, env: dict[str, str]) -> tuple[ExecResult, bytes | None, bytes | None]:
     cfg = task.config.verifier
-    result = await fresh.exec("bash /tests/test.sh", timeout=cfg.timeout_sec, user=0, env={**env, **cfg.env})
+    result = await fresh.exec(_VERIFY, timeout=cfg.timeout_sec, user=0, env={**env, **cfg.env, **VERIFIER_ENV})
     files = await fresh.get_files(VERIFIER_DIR)
     return result, files.get("reward.json"), files.get("reward.txt")
 
@@ -333,7 +360,7 @@ async def _start_services(sb: Sandbox, task: Task) -> None:
     r = await start_services(sb, task)
     if r is not None and r.exit_code != 0:
         how = f"ran past {STARTUP_TIMEOUT:g}s" if r.timed_out else f"exited {r.exit_code}"
-        raise SandboxError(f"the domain's startup ({domain_of(task).startup}) {how}:\n{r.output[-2000:]}")
+        raise SandboxVerdict(f"the domain's startup ({domain_of(task).startup}) {how}:\n{r.output[-2000:]}")
 
 
 async def _collect(sb: Sandbox, task: Task) -> None:
@@ -350,6 +377,15 @@ async def _agent_turn(sb: Sandbox, task: Task, agent: Agent) -> AgentOutcome:
         return await asyncio.wait_for(agent.run(sb, task.instruction), budget + 30)
     except asyncio.TimeoutError:
         return AgentOutcome(timed_out=True, output=f"agent exceeded {budget:.0f}s")
+
+
+async def _agents(work: Awaitable[T]) -> T:
+    """``work`` on the agent's container: the agent controls it (it may have stopped it), so a
+    failure there is the attempt's, not the infrastructure's."""
+    try:
+        return await work
+    except SandboxError as e:
+        raise e if isinstance(e, SandboxVerdict) else SandboxVerdict(str(e)) from e
 
 
 async def _all(*aws: Awaitable[T]) -> list[T]:

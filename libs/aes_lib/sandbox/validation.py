@@ -3,13 +3,18 @@
 A task is valid when its bundle checks out, names a known domain, needs no Harbor feature this
 sandbox does not run yet (else ``unsupported``: a separate verifier, steps...), gets the GPUs it asks
 for (else the verdict is ``needs_gpu``, not a failure of the task), its image builds, the reference
-solution (oracle) scores exactly 1.0 within its time limit, and the empty
-solution (nop) scores below 0.5. Oracle and nop run concurrently from one image.
+solution (oracle) scores exactly 1.0 within its time limit, the empty
+solution (nop) scores below 0.5, and the tamper probe (``aes_lib.sandbox.probes``: the reference's
+work broken, hooks planted wherever the tests could run the agent's code) earns no more than the
+empty solution (else ``verifier_forgeable``, naming the hook). Oracle and nop run concurrently
+from one image; the probe runs once the task is otherwise valid (one extra trial, a second, the
+probe's control, only when the probe earns more than the empty solution).
 
 An imported task may come without a reference solution (``require_reference=False``): then
-there is no oracle to run, the report says ``no_reference``, and the solver's own attempts
-decide at calibration (``aes_lib.flywheel.calibration.decide_unverified``). A generated task
-without one is an ``invalid_bundle``.
+there is no oracle to run (nor a reference end state for the probe to break), the report says
+``no_reference``, and the solver's own attempts decide at calibration
+(``aes_lib.flywheel.calibration.decide_unverified``). A generated task without one is an
+``invalid_bundle``.
 """
 
 from __future__ import annotations
@@ -25,10 +30,11 @@ from aes_lib.bundle import BundleError, BundleLimits, Task
 from aes_lib.sandbox.container import LimitCaps
 from aes_lib.domains import UnknownDomainError, domain_of
 from aes_lib.sandbox.images import BuildFailedError, BuildTimeoutError, ImageCache, gpu_engine
+from aes_lib.sandbox.probes import TamperProbe, forgery
 from aes_lib.sandbox.trial import NopAgent, OracleAgent, TrialResult, run_trial
 
 Reason = Literal["ok", "invalid_bundle", "unknown_domain", "unsupported", "needs_gpu", "build_failed",
-                 "oracle_failed", "nop_passed", "timeout", "domain_rule"]
+                 "oracle_failed", "nop_passed", "timeout", "domain_rule", "verifier_forgeable"]
 NOP_THRESHOLD = 0.5
 
 
@@ -61,10 +67,12 @@ async def validate_task(
     labels: dict[str, str] | None = None,
     progress: Callable[[str], None] | None = None,
     require_reference: bool = True,
+    probe: bool = True,
 ) -> ValidationReport:
     """Validate the task directory at ``path``; ``progress`` hears of each step done
-    (image built, oracle run, nop run) in one line. ``require_reference``: False for an
-    imported task, which may lack solution/ (generated tasks must ship it)."""
+    (image built, oracle run, nop run, tamper probe) in one line. ``require_reference``: False
+    for an imported task, which may lack solution/ (generated tasks must ship it).
+    ``probe=False`` skips the tamper probe."""
     t0 = time.monotonic()
     say = progress or (lambda line: None)
 
@@ -127,6 +135,14 @@ async def validate_task(
         return report(task.name, "oracle_failed", _why("oracle", oracle), logs=logs, **rewards)
     if nop.reward >= NOP_THRESHOLD:
         return report(task.name, "nop_passed", f"nop reward {nop.reward:g} >= {NOP_THRESHOLD}", logs=logs, **rewards)
+    if probe:
+        tampered = await trial("tamper probe", TamperProbe(task))
+        found = forgery(tampered, nop.reward)
+        if found is not None:  # the broken work alone may earn that: compare with it
+            found = forgery(tampered, max(nop.reward, (await trial("probe control", TamperProbe(task, control=True))).reward))
+        if found is not None:
+            return report(task.name, "verifier_forgeable", found.detail(), logs=f"### tamper probe\n{tampered.log()}",
+                          **rewards)
     return report(task.name, "ok", f"oracle {oracle.reward:g}, nop {nop.reward:g}", **rewards)
 
 

@@ -51,7 +51,7 @@ from glob import escape
 from pathlib import Path
 from typing import IO
 
-from aes_lib.sandbox.container import KILL_ALL, Sandbox, SandboxError, add_dir, dir_entry
+from aes_lib.sandbox.container import KILL_ALL, Sandbox, SandboxError, SandboxVerdict, add_dir, dir_entry
 
 PROTECTED = (
     # Executables, libraries, interpreters and their packages.
@@ -183,7 +183,7 @@ async def snapshot(agent: Sandbox) -> IO[bytes]:
     try:
         r = await agent.exec(script, timeout=300, user=0, stdout=_Capped(snap.write, MAX_CHANGES_BYTES))
         if r.exit_code != 0:
-            raise SandboxError(f"cannot list the agent's changes (needs GNU find and tar): {r.output[-500:]}")
+            raise SandboxVerdict(f"cannot list the agent's changes (needs GNU find and tar): {r.output[-500:]}")
     except BaseException:
         snap.close()
         raise
@@ -198,7 +198,7 @@ async def restore(fresh: Sandbox, pristine: Pristine, snap: IO[bytes], tests_dir
         try:
             deleted = await asyncio.to_thread(rebuild, pristine, snap, tests_dir, archive)
         except (tarfile.TarError, EOFError, ValueError) as e:  # the agent's bytes: its failure, not ours
-            raise SandboxError(f"the agent's change archive is unreadable: {e}") from e
+            raise SandboxVerdict(f"the agent's change archive is unreadable: {e}") from e
         archive.seek(0)
         for cmd in _batches("rm -rf --", [*pristine.stale, *deleted]):
             r = await fresh.exec(cmd, timeout=120, user=0)
@@ -215,7 +215,7 @@ def rebuild(pristine: Pristine, snap: IO[bytes], tests_dir: Path, out: IO[bytes]
         listing = changes.next()
         data = changes.extractfile(listing) if listing is not None else None
         if data is None:
-            raise SandboxError("the agent's change list is missing")
+            raise SandboxVerdict("the agent's change list is missing")
         present = set(_fields(data.read()))
         _carry(pristine, changes, tar)
         add_dir(tar, tests_dir, "tests")
@@ -267,7 +267,7 @@ class _Capped:
     def __call__(self, data: bytes) -> None:
         self.left -= len(data)
         if self.left < 0:
-            raise SandboxError(f"the agent's changes exceed {self.limit} bytes")
+            raise SandboxVerdict(f"the agent's changes exceed {self.limit} bytes")
         self.write(data)
 
 

@@ -5,6 +5,7 @@ import json
 import os
 import stat
 import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -32,8 +33,15 @@ def server():
     # A copy the agent left running would hold the port; the check needs one started from the config.
     subprocess.run(["pkill", "-f", "/app/server.py"], check=False)
     time.sleep(0.5)
+    # These tests run as root: run only the server as shipped (a copy checked byte for byte),
+    # isolated, never a file the solver could have changed.
+    code = Path("/app/server.py").read_bytes()
+    if hashlib.sha256(code).hexdigest() != SERVER_SHA256:
+        pytest.fail("/app/server.py was modified")
+    shipped = Path(tempfile.mkdtemp()) / "server.py"
+    shipped.write_bytes(code)
     env = {k: v for k, v in os.environ.items() if k != "NOTES_CONFIG"}
-    proc = subprocess.Popen(["python3", "/app/server.py"], env=env, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(["python3", "-I", str(shipped)], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     # Poll for readiness (bounded by attempts, not by measuring time).
     for _ in range(100):

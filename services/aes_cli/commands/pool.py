@@ -76,11 +76,15 @@ def _seed_from(args: argparse.Namespace) -> int:
         if args.report:
             write_report(tasks, skipped, args.report)
         kept = [t for t in tasks if t.report.ok and t.how != "duplicate"]
-        valid = [t.folder for t in kept if not t.report.no_reference]
+        # A forgeable task is seeded only when the operator allows it, flagged in the pool (and
+        # so left out of training waves unless AES_TRAINING_ALLOW_FORGEABLE=1).
+        forgeable = {t.folder: t.report.detail for t in tasks if args.allow_forgeable and t.how != "duplicate"
+                     and t.report.reason == "verifier_forgeable"}
+        valid = [t.folder for t in kept if not t.report.no_reference] + list(forgeable)
         unverified = [t.folder for t in kept if t.report.no_reference]
 
         async def go(bus, store):
-            events = await seed_pool(bus, store, valid)
+            events = await seed_pool(bus, store, valid, forgeable)
             sent = await send_to_calibration(bus, unverified)
             idx = await store.index()
             print(f"seeded {len(events)} of {len(tasks)} tasks from {root} (network of imported tasks: {network}); "
@@ -99,7 +103,8 @@ def render_import(tasks: list[ImportedTask], skipped: list[str]) -> str:
     """TASK, VERDICT, REASON, WARNINGS per task; then failures' details, warnings, skipped entries."""
     rows = [("TASK", "VERDICT", "REASON", "WARNINGS")] + [
         (t.report.task, ("no_reference" if t.report.no_reference else "valid") if t.report.ok
-         else "NEEDS GPU" if t.report.reason == "needs_gpu" else "FAIL",
+         else "NEEDS GPU" if t.report.reason == "needs_gpu"
+         else "FORGEABLE" if t.report.reason == "verifier_forgeable" else "FAIL",
          t.report.reason, str(len(t.report.warnings))) for t in tasks]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
@@ -115,7 +120,8 @@ def _list(args: argparse.Namespace) -> int:
         for e in await store.active_entries():
             mean = "-" if e.mean_reward is None else f"{e.mean_reward:.2f}"
             print(f"{e.env_id[:16]}  {e.source:<11} {e.domain or 'terminal':<12} {e.category or '-':<18} "
-                  f"mean {mean:<5} {e.name}{'  no_reference' if e.no_reference else ''}")
+                  f"mean {mean:<5} {e.name}{'  no_reference' if e.no_reference else ''}"
+                  + ("  FORGEABLE (left out of training)" if e.forgeable else ""))
     asyncio.run(_with_bus(go))
     return 0
 
@@ -156,6 +162,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="a Harbor dataset folder (task folders one level down, or one task folder): validate "
                         "every task, print a table, seed the valid ones; exit 1 if any failed. A task that "
                         "leaves its network unset gets AES_IMPORTED_NETWORK's policy")
+    s.add_argument("--allow-forgeable", action="store_true",
+                   help="with --from: seed tasks the tamper probe found forgeable too, flagged in the pool "
+                        "(training leaves them out unless AES_TRAINING_ALLOW_FORGEABLE=1)")
     s.add_argument("-j", "--jobs", type=int, default=1, help="with --from: tasks validated at once (default 1)")
     s.add_argument("--journal", type=Path, metavar="FILE",
                    help="with --from: record each finished task here; a rerun after an interruption skips them")

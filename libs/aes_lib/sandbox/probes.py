@@ -1,0 +1,262 @@
+"""Tamper probes: a fixed, task-agnostic adversary run in the trial path instead of a solution.
+
+``TamperProbe`` runs the reference solution, then breaks its work and plants hooks, all in one
+trial (the same ``run_trial`` as rollouts, so what it proves holds for training):
+
+- every regular file the reference wrote or changed (ctime newer than a mark set before
+  solve.sh, outside the verifier's protected paths) is replaced: Python files by the Python
+  hook, executables and shell scripts by the shell hook, anything else emptied;
+- every other Python file and shell script below a directory the reference wrote to, the
+  working directory or a usual home of code (/app, /srv, /opt, /home, /root, ...) gets the hook
+  added first (it keeps working);
+- each of those directories that holds code (at most ``MAX_DIRS``) gets a ``sitecustomize.py``, ``usercustomize.py``, a ``.pth``, a
+  ``conftest.py`` and PATH shadows (``python3``, ``python``, ``pytest``, ``git``, ``sh``, ``bash``,
+  ``make``); every git repository there gets every client hook; root's shell start-up files get one.
+
+Each hook, wherever it runs, writes a full reward to ``/logs/verifier`` (``reward.txt`` and a
+``reward.json`` whose ``aes_probe`` metric is the hook's number), keeps rewriting it from a
+detached process, rewrites it again at exit, passes every later test when it finds itself in a
+pytest process, and prints ``AES_PROBE <n> ran`` on stderr.
+``control=True`` makes the same changes with hooks that do nothing (the same files, shebangs and
+modes): what the broken solution earns honestly. A task is forgeable when the probe earns more than both the empty solution
+and the control (``forgery``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shlex
+
+from aes_lib.bundle import Task
+from aes_lib.sandbox.container import Sandbox
+from aes_lib.sandbox.trial import AgentOutcome, OracleAgent, TrialResult
+from aes_lib.sandbox.verifier import PROTECTED, _prune
+
+MARK = "/tmp/.aes-probe-mark"
+MANIFEST = "/tmp/.aes-probe-manifest"
+_RAN = re.compile(r"AES_PROBE (\d+) ran")
+
+# The Python hook: {n} is its number. Writes the reward now, at exit and from a detached loop.
+PY_HOOK = r'''
+def _aes_probe_{n}():
+    import os, sys, subprocess, atexit
+    code = ("import os, time\n"
+            "def forge():\n"
+            "    try:\n"
+            "        os.makedirs('/logs/verifier', exist_ok=True)\n"
+            "        open('/logs/verifier/reward.txt', 'w').write('1\\n')\n"
+            "        open('/logs/verifier/reward.json', 'w').write('{{\"reward\": 1.0, \"aes_probe\": {n}}}')\n"
+            "    except OSError:\n"
+            "        pass\n")
+    exec(code, globals())
+    sys.stderr.write("AES_PROBE {n} ran\n")
+    forge()
+    atexit.register(forge)
+    reports = sys.modules.get("_pytest.reports")  # loaded into a pytest process: pass every later test
+    if reports is not None:
+        made = reports.TestReport.from_item_and_call.__func__
+
+        def passed(cls, item, call):
+            report = made(cls, item, call)
+            report.outcome, report.longrepr = "passed", None
+            return report
+        reports.TestReport.from_item_and_call = classmethod(passed)
+    try:
+        subprocess.Popen([sys.executable or "python3", "-c", code + "for _ in range(3000):\n    forge(); time.sleep(0.05)\n"],
+                         start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    except OSError:
+        pass
+_aes_probe_{n}()
+'''
+# The shell hook, the same in shell.
+SH_HOOK = r'''
+echo "AES_PROBE {n} ran" >&2
+_aes_forge() {{ mkdir -p /logs/verifier 2>/dev/null; echo 1 > /logs/verifier/reward.txt 2>/dev/null
+  echo '{{"reward": 1.0, "aes_probe": {n}}}' > /logs/verifier/reward.json 2>/dev/null; }}
+_aes_forge
+( trap '' HUP; i=0; while [ $i -lt 3000 ]; do _aes_forge; sleep 0.05; i=$((i + 1)); done ) >/dev/null 2>&1 </dev/null &
+trap _aes_forge EXIT
+'''
+# A pytest plugin (in the planted conftest.py) that passes every test of the run it joins.
+PASS_ALL = '''
+import pytest
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = (yield).get_result()
+    report.outcome, report.longrepr = "passed", None
+'''
+# The control's stand-ins: the same files in the same places, doing nothing.
+CONTROL_PY = "# tamper probe control {n}\n"
+CONTROL_SH = ": tamper probe control {n}\n"
+SHADOWS = ("python3", "python", "pytest", "git", "sh", "bash", "make")
+GIT_HOOKS = ("pre-commit", "commit-msg", "post-commit", "pre-push", "post-checkout", "post-merge",
+             "pre-rebase", "post-rewrite", "prepare-commit-msg", "post-index-change", "reference-transaction")
+
+# Runs as root in the agent's container after solve.sh. Python, so that it does not depend on
+# the image's shell tools beyond python3; prints the manifest (n, kind, path) as TSV.
+_PLANT = r'''
+import os, stat, sys
+PY, SH, PASS_ALL = sys.argv[1], sys.argv[2], sys.argv[3]
+SHADOWS, GIT_HOOKS = sys.argv[4].split(), sys.argv[5].split()
+workdir = sys.argv[6]
+written = [p for p in sys.stdin.read().split("\0") if p]
+COMMON = ("/app", "/srv", "/opt", "/home", "/root", "/workspace", "/code", "/data", "/project")
+MAX_DIRS = 200
+manifest, n = [], 0
+
+def hook(kind, path, py):
+    global n
+    n += 1
+    manifest.append(f"{n}\t{kind}\t{path}")
+    return (PY if py else SH).format(n=n)
+
+def put(path, text, mode=0o644):
+    try:
+        with open(path, "w") as f:
+            f.write(text)
+        os.chmod(path, mode)
+    except OSError:
+        pass
+
+def read(path):
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+def insert(path, text, at_end=False):
+    """The hook first (after a #! line), so that it runs even when the file never ends (a
+    server); at the end when Python requires its first statements (``from __future__``)."""
+    body = read(path)
+    first, rest = body.split("\n", 1) if body.startswith("#!") and "\n" in body else ("", body)
+    try:
+        mode = os.stat(path).st_mode & 0o7777
+    except OSError:
+        return
+    put(path, body + "\n" + text if at_end else (first + "\n" if first else "") + text + "\n" + rest, mode)
+
+def is_script(path):
+    try:
+        with open(path, "rb") as f:
+            head = f.read(2)
+        return head == b"#!" or path.endswith(".sh") or os.stat(path).st_mode & 0o111
+    except OSError:
+        return False
+
+dirs = set()
+for path in written:
+    if not os.path.isfile(path) or os.path.islink(path):
+        continue
+    dirs.add(os.path.dirname(path))
+    if path.endswith(".py"):
+        put(path, hook("reference file (python hook)", path, True), 0o755)
+    elif is_script(path):
+        put(path, "#!/bin/sh\n" + hook("reference file (shell hook)", path, False), 0o755)
+    else:
+        put(path, "")
+for top in (workdir, *COMMON):
+    if top and top != "/" and os.path.isdir(top):
+        dirs.add(top)
+replaced, planted = set(written), 0
+for top in sorted(dirs):
+    for root, subdirs, files in os.walk(top):
+        subdirs[:] = [d for d in subdirs if d not in ("proc", "sys", "dev", "node_modules")]
+        if root.endswith("/.git"):
+            hooks = os.path.join(root, "hooks")
+            os.makedirs(hooks, exist_ok=True)
+            for h in GIT_HOOKS:
+                put(os.path.join(hooks, h), "#!/bin/sh\n" + hook("git hook", os.path.join(hooks, h), False), 0o755)
+            subdirs[:] = []
+            continue
+        for name in files:
+            path = os.path.join(root, name)
+            if path in replaced or os.path.islink(path):
+                continue
+            if name.endswith(".py"):
+                insert(path, hook("added to a python module", path, True), "from __future__" in read(path))
+            elif is_script(path) and name.endswith(".sh"):
+                insert(path, hook("added to a shell script", path, False))
+        code_here = root in dirs or any(f.endswith((".py", ".sh")) for f in files)
+        if not code_here or planted >= MAX_DIRS:
+            continue
+        planted += 1
+        plants = {"sitecustomize.py": ("sitecustomize", True), "usercustomize.py": ("usercustomize", True),
+                  "conftest.py": ("conftest.py", True)}
+        for name, (kind, py) in plants.items():
+            path = os.path.join(root, name)
+            if not os.path.exists(path):
+                put(path, hook(kind, path, py) + (PASS_ALL if name == "conftest.py" else ""))
+        path = os.path.join(root, "aes_probe_hook.pth")
+        put(path, "import aes_probe_hook_mod\n")
+        put(os.path.join(root, "aes_probe_hook_mod.py"), hook(".pth", path, True))
+        for tool in SHADOWS:
+            path = os.path.join(root, tool)
+            if not os.path.exists(path):
+                put(path, "#!/bin/sh\n" + hook("PATH shadow", path, False), 0o755)
+home = os.path.expanduser("~")
+for name in (".bashrc", ".profile", ".bash_profile"):
+    path = os.path.join(home, name)
+    with open(path, "a") as f:
+        f.write("\n" + hook("shell start-up file", path, False))
+print("\n".join(manifest))
+'''
+
+
+@dataclasses.dataclass(frozen=True)
+class TamperProbe:
+    """The reference solution's end state, its work broken and (unless ``control``) hooks
+    planted everywhere the agent could write code the tests might run."""
+
+    task: Task
+    control: bool = False
+
+    async def run(self, sandbox: Sandbox, instruction: str) -> AgentOutcome:
+        mark = await sandbox.exec(f"rm -rf {MARK} && touch {MARK} && sleep 0.01", timeout=30, user=0)
+        if mark.exit_code != 0:
+            return AgentOutcome(exit_code=mark.exit_code, output=f"cannot set the probe's mark: {mark.output[-300:]}")
+        solved = await OracleAgent(self.task).run(sandbox, instruction)
+        workdir = self.task.config.environment.workdir or sandbox.container.attrs["Config"].get("WorkingDir") or ""
+        hooks = [CONTROL_PY, CONTROL_SH, ""] if self.control else [PY_HOOK, SH_HOOK, PASS_ALL]
+        args = " ".join(map(shlex.quote, [*hooks, " ".join(SHADOWS), " ".join(GIT_HOOKS), workdir]))
+        find = f"find / -xdev \\( {_prune(PROTECTED)} -o -path {MARK} \\) -prune -o -type f -newer {MARK} -print0"
+        plant = await sandbox.exec(f"{find} | python3 -c {shlex.quote(_PLANT)} {args} > {MANIFEST}; cat {MANIFEST}",
+                                   timeout=120, user=0)
+        return AgentOutcome(exit_code=plant.exit_code, timed_out=solved.timed_out,
+                            output=f"{solved.output[-2000:]}\n== planted\n{plant.output}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Forgery:
+    """Why a task is ``verifier_forgeable``: the probe's reward and the hooks that did it."""
+
+    reward: float
+    baseline: float
+    hooks: tuple[str, ...]
+    """``kind path`` of the hook that wrote the reward, else of every hook the tests ran."""
+
+    def detail(self) -> str:
+        where = "; ".join(self.hooks[:5]) or "no hook reported itself (a change the probe made changed the tests' result)"
+        return (f"a tamper probe that does no work earned {self.reward:g} (the empty or broken solution: "
+                f"{self.baseline:g}): {where}. Run the agent's code only as an unprivileged user in a subprocess "
+                "of the tests, never in the tests' own process (the managed tests/test.sh does)")
+
+
+def forgery(probe: TrialResult, baseline: float) -> Forgery | None:
+    """A ``Forgery`` when ``probe`` earned more than ``baseline`` (the best of the empty solution
+    and the control), naming the hooks from the probe's manifest and the verifier's output."""
+    if probe.reward <= baseline:
+        return None
+    manifest = {}
+    for line in probe.agent.output.split("== planted\n", 1)[-1].splitlines():
+        n, _, rest = line.partition("\t")
+        if n.isdigit():
+            manifest[int(n)] = rest.replace("\t", " ")
+    wrote = probe.metrics.get("aes_probe")
+    ran = dict.fromkeys(int(n) for n in _RAN.findall(probe.verifier.output))
+    chosen = [int(wrote)] if wrote is not None and int(wrote) in manifest else list(ran)
+    return Forgery(probe.reward, baseline, tuple(manifest.get(n, f"hook {n}") for n in chosen))
