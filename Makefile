@@ -21,7 +21,7 @@ DEMO    := AES_ASSIGNMENTS_PER_ROUND=$${AES_ASSIGNMENTS_PER_ROUND:-1} \
            AES_TRAINING_GROUPS_PER_WAVE=$${AES_TRAINING_GROUPS_PER_WAVE:-1} \
            AES_LEARNER_GROUPS_PER_BATCH=$${AES_LEARNER_GROUPS_PER_BATCH:-1}
 
-.PHONY: install infra harbor run down test test-fast bench chaos clean settings-doc lock wheel compose-up compose-down
+.PHONY: install infra harbor vllm run down test test-fast bench chaos clean settings-doc lock wheel compose-up compose-down
 
 install: $(STAMP)
 
@@ -51,19 +51,24 @@ infra:
 harbor: install
 	bash deploy/install_harbor.sh
 
-run: install infra
-	$(DEMO) $(AES) run --rounds $(ROUNDS) --through-gates $(GATES)
+# vLLM, the engine that serves the policy and follows the learner, in its own venv (.venv-vllm;
+# the CPU build here, the CUDA wheel where nvidia-smi finds a GPU): ~2 min and 3.4 GB, once.
+vllm: install
+	bash deploy/install_vllm.sh
+
+run: install infra vllm
+	AES_ENGINE=$${AES_ENGINE:-vllm} $(DEMO) $(AES) run --rounds $(ROUNDS) --through-gates $(GATES)
 
 down:
 	-$(AES) down
 
-test: install infra harbor
+test: install infra harbor vllm
 	$(BIN)/pytest -q -ra
 
-test-fast: install infra harbor
+test-fast: install infra harbor vllm
 	$(BIN)/pytest -q -ra -m "not slow"
 
-bench: install infra
+bench: install infra vllm
 	for b in bench/*_bench.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 # SIGKILLs of services and nats-server, store outages, a hung read and poison messages while
