@@ -61,6 +61,9 @@ class Service(abc.ABC, Generic[M]):
     async def setup(self, ctx: Context) -> None:
         """Called once before the first message (load indexes, models...)."""
 
+    async def teardown(self) -> None:
+        """Called once after the last delivery was settled (stop what ``setup`` started)."""
+
     @abc.abstractmethod
     async def handle(self, msg: M, ctx: Context) -> None:
         """Do the work; raise to have the message redelivered."""

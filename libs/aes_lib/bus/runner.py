@@ -142,6 +142,7 @@ class _Runner:
             if inflight:
                 await asyncio.gather(*inflight, return_exceptions=True)
             reporting.cancel()
+            await svc.teardown()
             await self.health.remove()
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
