@@ -8,8 +8,9 @@ ROUNDS  ?= 1
 # The seed `make run` sends through every admission stage as a candidate (the small model's own
 # candidates seldom get past the validator, so this one shows what each later gate decides).
 GATES   ?= fix-permissions
-# The embedded SmolLM2-135M on the torch engine writes ~10-35 tokens/s on 2 cores, slower as an
-# episode's context grows (12 turns of 1024 tokens took over 20 minutes): a short demo by default
+# `make run` serves the embedded SmolLM2-135M with vLLM (AES_ENGINE=vllm unless set: its CPU build,
+# fp32, ~21-114 generated tokens/s at concurrency 1-8 on 2 cores; the torch engine writes ~10-35
+# and slows as an episode's context grows). A short demo by default
 # (1 assignment, 1 proposal of 6 turns of at most 256 tokens; one review answer of at most 384
 # tokens, solver attempts of 4 turns; then a training wave of one group of 4 attempts, which is
 # one learner batch); set the variables to override, or point AES_MODEL_URL elsewhere.

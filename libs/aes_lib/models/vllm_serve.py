@@ -12,6 +12,7 @@ on a transformers folder, the learner's starting weights by default, with what t
   the sampled distribution is the tempered one and nothing else;
 - ``--enforce-eager``: ready in ~30 s on a CPU instead of 1.5-3 min, at about the same speed.
 
+It serves an untied copy of the folder (``untie``: vLLM's reload misses a tied output head).
 Its caches, sockets and locks go under ``<home>/vllm``. The base URL is written to ``--url-file``
 once ``/health`` answers. When the server dies (a bad load kills vLLM's engine core), it is started
 again on the same port from the same folder and reports the version ``default`` (the base
@@ -33,6 +34,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import httpx
+
+from aes_lib.models.untie import untied_copy
 
 READY_TIMEOUT = 600.0
 """Seconds a start may take before it counts as failed (30 s eager on 2 idle cores; far more
@@ -122,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--url-file", type=Path, help="write the base URL here once serving")
     ap.add_argument("--workdir", type=Path, default=settings.home / "vllm", help="caches, temporary files")
     args = ap.parse_args(argv)
-    model = args.model or _base_folder()
+    # vLLM's reload leaves a tied output head on the old weights: serve an untied copy.
+    model = untied_copy(args.model or _base_folder(), args.workdir / "base")
     port = args.port or _free_port(args.host)
     # The names clients send (vLLM refuses any other), and ``policy`` as the torch engine answers.
     names = list(dict.fromkeys(n for n in (settings.model, settings.proposer_model, "policy") if n))

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import httpx
 
 from aes_lib.checkpoints import check_folder, fetch_folder
+from aes_lib.models.untie import untie
 from aes_proto.messages import PolicyVersion
 
 if TYPE_CHECKING:
@@ -104,7 +105,8 @@ class VLLMEngineClient:
     """A vLLM server's RL endpoints (``VLLM_SERVER_DEV_MODE=1``).
 
     ``load`` fetches the version's folder (``aes_lib.checkpoints``) next to the engine and checks
-    it before vLLM sees it (a bad load path kills vLLM's engine core), then: ``/pause?mode=wait``
+    it before vLLM sees it (a bad load path kills vLLM's engine core), gives a tied output head a
+    weight of its own (``untie``: vLLM's reload misses it), then: ``/pause?mode=wait``
     (running completions finish on the old weights, new ones queue: no completion mixes two
     versions), ``/collective_rpc reload_weights``, ``/reset_prefix_cache`` (cached prompt blocks
     hold the old weights' keys and values), ``/update_weight_version``, and ``/resume`` whatever
@@ -158,6 +160,7 @@ class VLLMEngineClient:
         base = Path(settings.vllm_checkpoint_dir or settings.home / "vllm" / "checkpoints") / pv.policy
         dest = fetch_folder(self._store, pv.checkpoint, base / f"v{pv.version:08d}")
         check_folder(dest)  # a reused folder too: it may have been touched since
+        untie(dest)  # vLLM's reload leaves a tied output head on the old weights
         for old in sorted(p for p in base.glob("v*") if p.is_dir() and p.name < dest.name)[:-(self.keep - 1) or None]:
             shutil.rmtree(old, ignore_errors=True)
         return dest
