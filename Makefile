@@ -8,8 +8,9 @@ ROUNDS  ?= 1
 # The seed `make run` sends through every admission stage as a candidate (the small model's own
 # candidates seldom get past the validator, so this one shows what each later gate decides).
 GATES   ?= fix-permissions
-# The embedded SmolLM2-135M on the torch engine writes ~10-35 tokens/s on 2 cores, slower as an
-# episode's context grows (12 turns of 1024 tokens took over 20 minutes): a short demo by default
+# `make run` serves the embedded SmolLM2-135M with vLLM (AES_ENGINE=vllm unless set: its CPU build,
+# fp32, ~21-114 generated tokens/s at concurrency 1-8 on 2 cores; the torch engine writes ~10-35
+# and slows as an episode's context grows). A short demo by default
 # (1 assignment, 1 proposal of 6 turns of at most 256 tokens; one review answer of at most 384
 # tokens, solver attempts of 4 turns; then a training wave of one group of 4 attempts, which is
 # one learner batch); set the variables to override, or point AES_MODEL_URL elsewhere.
@@ -21,7 +22,7 @@ DEMO    := AES_ASSIGNMENTS_PER_ROUND=$${AES_ASSIGNMENTS_PER_ROUND:-1} \
            AES_TRAINING_GROUPS_PER_WAVE=$${AES_TRAINING_GROUPS_PER_WAVE:-1} \
            AES_LEARNER_GROUPS_PER_BATCH=$${AES_LEARNER_GROUPS_PER_BATCH:-1}
 
-.PHONY: install infra harbor run down test test-fast bench chaos clean settings-doc lock wheel compose-up compose-down
+.PHONY: install infra harbor vllm run down test test-fast bench chaos clean settings-doc lock wheel compose-up compose-down
 
 install: $(STAMP)
 
@@ -51,19 +52,24 @@ infra:
 harbor: install
 	bash deploy/install_harbor.sh
 
-run: install infra
-	$(DEMO) $(AES) run --rounds $(ROUNDS) --through-gates $(GATES)
+# vLLM, the engine that serves the policy and follows the learner, in its own venv (.venv-vllm;
+# the CPU build here, the CUDA wheel where nvidia-smi finds a GPU): ~2 min and 3.4 GB, once.
+vllm: install
+	bash deploy/install_vllm.sh
+
+run: install infra vllm
+	AES_ENGINE=$${AES_ENGINE:-vllm} $(DEMO) $(AES) run --rounds $(ROUNDS) --through-gates $(GATES)
 
 down:
 	-$(AES) down
 
-test: install infra harbor
+test: install infra harbor vllm
 	$(BIN)/pytest -q -ra --durations=15
 
-test-fast: install infra harbor
+test-fast: install infra harbor vllm
 	$(BIN)/pytest -q -ra -m "not slow"
 
-bench: install infra
+bench: install infra vllm
 	for b in bench/*_bench.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 # SIGKILLs of services and nats-server, store outages, a hung read and poison messages while

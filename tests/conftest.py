@@ -11,6 +11,9 @@
 - ``smollm2_folder``: the bundled SmolLM2 exported once as a transformers folder (what
   the learner trains and the torch engine serves).
 - ``tiny_model``: SmolLM2's architecture and tokenizer at toy size with random weights.
+- ``vllm_server``: a real vLLM server (the CPU build in ``.venv-vllm``) on ``vllm_tiny_model``,
+  started by ``aes_lib.models.vllm_serve`` as the stack starts it; one for the whole session,
+  shared by the tests marked ``vllm`` (``tests/vllm_support.py`` puts its weights back).
 - ``docker_client``, ``images``: the local Docker engine (with aes-base:latest) and an
   ``ImageCache`` on it (per module).
 - ``fresh_engine``: a second dockerd started fresh for the session (its ``DOCKER_HOST``).
@@ -72,6 +75,54 @@ def tiny_model(smollm2_folder: Path, tmp_path_factory: pytest.TempPathFactory) -
     AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).save_pretrained(dest)
     AutoTokenizer.from_pretrained(smollm2_folder).save_pretrained(dest)
     return dest
+
+
+VLLM_START_TIMEOUT = 900.0
+"""~30 s on 2 idle cores; minutes while other jobs share them."""
+
+
+@pytest.fixture(scope="session")
+def vllm_tiny_model(smollm2_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Like ``tiny_model`` with heads of 64 dimensions, as vLLM's CPU attention needs (it refuses 16)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    cfg = AutoConfig.from_pretrained(smollm2_folder)
+    cfg.update({"hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2,
+                "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 64})
+    torch.manual_seed(0)
+    dest = tmp_path_factory.mktemp("vllm-tiny") / "model"
+    AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).save_pretrained(dest)
+    AutoTokenizer.from_pretrained(smollm2_folder).save_pretrained(dest)
+    return dest
+
+
+@pytest.fixture(scope="session")
+def vllm_server(vllm_tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    from aes_lib.models.vllm_serve import REPO_VENV
+
+    if not (REPO_VENV / "bin" / "python").is_file():  # make test installs it: a missing one is a failure
+        pytest.fail(f"{REPO_VENV} missing: run `make vllm`")
+    d = tmp_path_factory.mktemp("vllm")
+    log = d / "server.log"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "aes_lib.models.vllm_serve", "--model", str(vllm_tiny_model), "--url-file", str(d / "url"),
+         "--workdir", str(d / "work")],
+        stdout=log.open("wb"), stderr=subprocess.STDOUT, env={**os.environ, "AES_HOME": str(d / "home")})
+    try:
+        deadline = time.monotonic() + VLLM_START_TIMEOUT
+        while not (d / "url").is_file():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"vLLM did not start (exit {proc.poll()}):\n{log.read_text()[-3000:]}")
+            time.sleep(0.5)
+        yield (d / "url").read_text().strip()
+    finally:
+        proc.terminate()  # the launcher stops vLLM, then itself
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def _wait_for(check, what: str, proc: subprocess.Popen, log: Path) -> None:

@@ -245,9 +245,24 @@ class Settings:
     model: str = "smollm2-135m"
     """Model name sent to the endpoint (solver)."""
     engine: str = "torch"
-    """What serves the policy: ``torch`` (``aes_lib.models.torch_serve``, follows the learner's
-    weights) or ``gguf`` (the bundled xllamacpp server: faster, but it cannot take new weights,
-    so nothing trains)."""
+    """What serves the policy: ``vllm`` (``aes_lib.models.vllm_serve``: vLLM in its own venv,
+    ``make vllm``; follows the learner's weights, the fastest), ``torch``
+    (``aes_lib.models.torch_serve``: follows the learner's weights, needs no extra install) or
+    ``gguf`` (the bundled xllamacpp server: fast, but it cannot take new weights, so nothing trains)."""
+    vllm_python: str = ""
+    """Interpreter that runs vLLM; empty: the checkout's ``.venv-vllm``, else this one if it has vLLM."""
+    vllm_dtype: str = "float32"
+    """Weights' dtype in vLLM: ``float32`` matches the trainer's log-probs to ~1e-5 on a CPU;
+    ``bfloat16`` is faster and differs by ~0.1 nats."""
+    vllm_max_model_len: int = 2048
+    """Context (prompt + completion tokens) vLLM serves."""
+    vllm_kvcache_gb: int = 1
+    """GiB of key/value cache vLLM's CPU backend reserves (``VLLM_CPU_KVCACHE_SPACE``)."""
+    vllm_args: str = ""
+    """More arguments for the vLLM server the stack starts (e.g. ``--tensor-parallel-size 2``)."""
+    vllm_checkpoint_dir: str = ""
+    """Folder where weight sync unpacks each version for vLLM to read (it loads from a path, so an
+    engine on another machine needs this on a shared mount); empty: ``<home>/vllm/checkpoints``."""
     policy_mode: str = "shared"
     """``shared``: one model plays both roles and one learner trains it on both roles' samples
     (the paper's headline setting); ``separate``: a solver model and a proposer model, each
@@ -265,7 +280,7 @@ class Settings:
     proposer_model_api_key: str = ""
     """Bearer token for the proposer's endpoint; empty: the solver's."""
     vllm_token_ids: str = "auto"
-    """Ask for token ids the vLLM way (``return_tokens_as_token_ids``), which the learner needs:
+    """Ask for token ids the vLLM way (``return_token_ids``, ``return_tokens_as_token_ids``), which the learner needs:
     ``auto`` (when the server says it is vLLM), ``on`` or ``off``."""
     otlp_endpoint: str = ""
     """OTLP/HTTP traces endpoint (e.g. Jaeger's ``http://jaeger:4318``); empty: no export."""

@@ -63,7 +63,7 @@ class Service(abc.ABC, Generic[M]):
         """Called once before the first message (load indexes, models...)."""
 
     async def teardown(self) -> None:
-        """Called once after the last message was handled (flush and close what setup opened)."""
+        """Called once after the last delivery was settled (flush, close or stop what ``setup`` opened)."""
 
     def companions(self) -> Sequence[Service]:
         """Services run beside this one, in its process and on its connection, started after its

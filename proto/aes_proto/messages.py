@@ -245,7 +245,8 @@ class TrajectoryRef(Message, frozen=True):
     reward: float
     trajectory: BlobRef
     policy_version: int = 0
-    """Oldest weights any of its turns was sampled from (the learner drops samples too old)."""
+    """Oldest weights any of its turns was sampled from (the learner drops samples too old);
+    ``UNKNOWN_VERSION`` (-1) when the engine did not say (the learner drops those too)."""
     n_tokens: int = 0
     finished: bool = True
     group_size: int = 0
@@ -268,6 +269,7 @@ class RolloutSummary(Message, frozen=True):
     """Short failure signature: the first failing test, a timeout, an error."""
     trajectory: BlobRef | None = None
     policy_version: int = 0
+    """Oldest weights any of its turns was sampled from; ``UNKNOWN_VERSION`` (-1): not known."""
     purpose: Literal["calibration", "training", "pool_review", "diagnostic", "proposer_tool"] = "training"
     model: str = ""
     metrics: dict[str, float] = {}
@@ -276,6 +278,8 @@ class RolloutSummary(Message, frozen=True):
 
 
 PolicyName = Literal["shared", "solver", "proposer"]
+UNKNOWN_VERSION = -1
+"""A sample's policy version when the engine that sampled it did not say which weights it used."""
 
 
 class PolicyVersion(Message, frozen=True):

@@ -40,8 +40,11 @@ NATS_CLUSTER = "aes"
 """Name of the JetStream cluster ``aes up --nats-cluster N`` starts."""
 MODEL_MARKER = "aes_lib.models."
 """Found in the command line of either local model server (``serve`` or ``torch_serve``)."""
-ENGINE_MODULES = {"torch": "aes_lib.models.torch_serve", "gguf": "aes_lib.models.serve"}
+ENGINE_MODULES = {"vllm": "aes_lib.models.vllm_serve", "torch": "aes_lib.models.torch_serve",
+                  "gguf": "aes_lib.models.serve"}
 """Module serving each engine kind (``AES_ENGINE``)."""
+ENGINE_START_TIMEOUT = {"vllm": 600.0}
+"""Engines slower to start than ``MODEL_START_TIMEOUT`` (vLLM: ~30 s on 2 idle cores, minutes when shared)."""
 
 logger = logging.getLogger("aes.stack")
 
@@ -219,7 +222,8 @@ def _start_model(home: Path, engine: str, env: Mapping[str, str], part: str = "m
     if engine not in ENGINE_MODULES:
         raise StackError(f"AES_ENGINE must be one of {sorted(ENGINE_MODULES)}, got {engine!r}")
     proc = _spawn([sys.executable, "-m", ENGINE_MODULES[engine], "--port", "0", "--url-file", str(url_file)], log, env)
-    deadline = time.monotonic() + MODEL_START_TIMEOUT
+    timeout = ENGINE_START_TIMEOUT.get(engine, MODEL_START_TIMEOUT)
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise StackError(f"model server exited with {proc.returncode}; {log}:\n{_tail(log)}")
@@ -227,7 +231,7 @@ def _start_model(home: Path, engine: str, env: Mapping[str, str], part: str = "m
             return proc.pid, url_file.read_text().strip()
         time.sleep(0.2)
     proc.kill()
-    raise StackError(f"model server did not start within {MODEL_START_TIMEOUT:.0f} s; see {log}")
+    raise StackError(f"model server did not start within {timeout:.0f} s; see {log}")
 
 
 SERVICE_MARKER = "aes_cli.main service"
@@ -482,9 +486,12 @@ async def _check_model(settings: Settings) -> Check:
         async with httpx.AsyncClient(timeout=5) as client:
             r = await client.get(settings.model_url.rstrip("/") + "/models")
             r.raise_for_status()
-            # The torch engine says which learner version it serves; other servers do not.
-            policy = await client.get(settings.model_url.rstrip("/") + "/aes/policy")
     except httpx.HTTPError as e:
         return Check("model", False, f"{settings.model_url}: {e}")
-    served = f", serves policy v{policy.json()['version']}" if policy.status_code == 200 else ""
+    from aes_lib.models.weights import EngineWeightsError, StaticEngineError, engine_client
+
+    try:  # the engines that follow the learner say which version they serve
+        served = f", serves policy v{await engine_client(settings.engine, settings.model_url).version()}"
+    except (EngineWeightsError, StaticEngineError):
+        served = ""
     return Check("model", True, f"{settings.model_url} ({settings.engine}){served}")

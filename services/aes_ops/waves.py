@@ -1,9 +1,11 @@
 """Driving training waves from outside the services, and reporting what the learner did.
 
-``train`` requests waves one after another. A wave is over when all its attempts
-were published, the learner has consumed every trajectory on the bus, and -- if
-that produced a new version -- the engine serves it, so the next wave samples the
-new weights. Each wave prints one line; ``LearnerTally`` sums a round's updates.
+``train`` requests waves one after another. Synchronously (``policy_lag`` 0) a wave is
+over when all its attempts were published, the learner has consumed every trajectory
+on the bus, and -- if that produced a new version -- the engine serves it, so the next
+wave samples the new weights; overlapped (``policy_lag`` L > 0) the next wave starts
+once the attempts are in, while the learner trains, within L versions. Each wave
+prints one line; ``LearnerTally`` sums a round's updates.
 """
 
 from __future__ import annotations
@@ -83,6 +85,26 @@ async def learner_idle(js) -> bool:
     return True
 
 
+@dataclasses.dataclass
+class _Wave:
+    """One requested wave and what came back of it."""
+
+    wave_id: str
+    deadline: float
+    rewards: list[float] = dataclasses.field(default_factory=list)
+    refs: int = 0
+    published: int = 0
+    """Latest policy version when it was requested."""
+
+    def attempts_done(self, expected: int) -> bool:
+        return len(self.rewards) >= expected and self.refs >= expected
+
+
+async def _settled(bus, tally: LearnerTally) -> bool:
+    """The learner consumed everything on the bus and the engine serves what it published."""
+    return await learner_idle(bus.js) and tally.served >= tally.version
+
+
 async def train(
     bus,
     config: TrainingConfig,
@@ -97,50 +119,79 @@ async def train(
     """Run ``config.waves_per_round`` waves of round ``round_``; wave ids are ``<prefix>w<i>``
     (unique per request: rollout ids derive from them). ``feed``: the rounds' feed, read
     on (what the round's last results caused is counted too); else one of its own.
+
+    ``config.policy_lag`` bounds how far sampling may run ahead of training. 0: a wave starts once the previous wave's attempts are trained on and the engine
+    serves the result (sample, update, load, sample: the engine idles while the learner trains).
+    L > 0: the next wave also starts as soon as the previous wave's attempts are in and the engine
+    serves a version at most L - 1 behind the learner's, so that with the update still in flight
+    its samples are at most L versions old when trained on; the learner drops (and counts, in
+    ``LearnerStats.stale_dropped``) any sample older than that. The round ends settled either way.
     Returns what the learner did."""
     tally = tally or LearnerTally()
     loop = asyncio.get_running_loop()
+    expected = config.groups_per_wave * config.group_size
     async with contextlib.AsyncExitStack() as stack:
         feed = feed or await stack.enter_async_context(BusFeed.open(bus))
-        for w in range(config.waves_per_round):
-            wave_id = f"{prefix}w{w}"
-            version = await served_version()
-            expected = config.groups_per_wave * config.group_size
-            await bus.publish(subjects.TRAINING_WAVE, TrainingWave(
-                idempotency_key=wave_id, episode_id=wave_id, wave_id=wave_id, groups=config.groups_per_wave,
-                group_size=config.group_size, policy_version=version, round=round_))
-            out(f"== training wave {wave_id}: {config.groups_per_wave} environments x {config.group_size} "
-                f"attempts at policy v{version}")
-            rewards: list[float] = []
-            refs = 0
-            published = tally.version
-            deadline = loop.time() + config.engine_wait_s
-            while loop.time() < deadline:
-                got = await feed.next(1.0)
-                if got is not None:
-                    m = got[1]
-                    tally.observe(m)
-                    match m:
-                        case RolloutSummary(purpose="training") if m.episode_id == wave_id:
-                            rewards.append(m.reward)
-                            out(f"    attempt on {m.env_id[:12]}: reward {m.reward:.2f} (v{m.policy_version})")
-                        case TrajectoryRef() if m.episode_id == wave_id:
-                            refs += 1
-                        case LearnerStats():
-                            out(f"    update -> v{m.policy_version} ({m.role}): loss {m.loss:.4f}, "
-                                f"reward {m.mean_reward:.3f}, masked {m.mask_fraction:.1%}, {m.seconds:.1f} s")
-                        case ServingUpdate():
-                            out(f"    engine serves v{m.version} (loaded in {m.seconds:.1f} s)")
-                attempts_done = len(rewards) >= expected and refs >= expected
-                # Decide only once the feed was quiet for a read: the learner may have acked its
-                # last sample while its LearnerStats and PolicyVersion are still on their way to us.
-                if got is None and attempts_done and await learner_idle(bus.js) and tally.served >= tally.version:
-                    break
-            else:
-                out(f"== wave {wave_id}: gave up waiting after {config.engine_wait_s:.0f} s "
-                    f"({len(rewards)}/{expected} attempts, policy v{tally.version}, served v{tally.served})")
+        waves: dict[str, _Wave] = {}
+        last: _Wave | None = None
+        quiet = False
+        while True:
+            if last is None or last.attempts_done(expected) or loop.time() > last.deadline:
+                more = len(waves) < config.waves_per_round
+                lag = config.policy_lag
+                ahead = (more and last is not None and last.attempts_done(expected) and lag > 0
+                         and tally.served >= tally.version + 1 - lag)
+                if last is None or ahead or (quiet and await _settled(bus, tally)) or loop.time() > last.deadline:
+                    if last is not None:
+                        _close(last, expected, tally, out, config)
+                    if not more:
+                        break
+                    last = await _request(bus, config, f"{prefix}w{len(waves)}", round_, served_version, out, tally)
+                    last.deadline = loop.time() + config.engine_wait_s
+                    waves[last.wave_id] = last
+                    quiet = False
+                    continue
+            got = await feed.next(1.0)
+            # Settled only once the feed was quiet for a read: the learner may have acked its
+            # last sample while its LearnerStats and PolicyVersion are still on their way to us.
+            quiet = got is None
+            if got is None:
                 continue
-            mean = sum(rewards) / len(rewards) if rewards else 0.0
-            change = f"new policy v{tally.version}" if tally.version > published else "no update (the batch is not full yet)"
-            out(f"== wave {wave_id} done: mean reward {mean:.3f}; {change}")
+            m = got[1]
+            tally.observe(m)
+            match m:
+                case RolloutSummary(purpose="training") if m.episode_id in waves:
+                    waves[m.episode_id].rewards.append(m.reward)
+                    out(f"    attempt on {m.env_id[:12]}: reward {m.reward:.2f} (v{m.policy_version})")
+                case TrajectoryRef() if m.episode_id in waves:
+                    waves[m.episode_id].refs += 1
+                case LearnerStats():
+                    out(f"    update -> v{m.policy_version} ({m.role}): loss {m.loss:.4f}, "
+                        f"reward {m.mean_reward:.3f}, masked {m.mask_fraction:.1%}, {m.seconds:.1f} s"
+                        + (f", {m.stale_dropped} stale samples dropped" if m.stale_dropped else ""))
+                case ServingUpdate():
+                    out(f"    engine serves v{m.version} (loaded in {m.seconds:.1f} s)")
     return tally
+
+
+async def _request(bus, config: TrainingConfig, wave_id: str, round_: int,
+                   served_version: Callable[[], Awaitable[int]], out: Callable[[str], None],
+                   tally: LearnerTally) -> _Wave:
+    version = await served_version()
+    await bus.publish(subjects.TRAINING_WAVE, TrainingWave(
+        idempotency_key=wave_id, episode_id=wave_id, wave_id=wave_id, groups=config.groups_per_wave,
+        group_size=config.group_size, policy_version=version, round=round_))
+    out(f"== training wave {wave_id}: {config.groups_per_wave} environments x {config.group_size} "
+        f"attempts at policy v{version}")
+    return _Wave(wave_id, 0.0, published=tally.version)
+
+
+def _close(wave: _Wave, expected: int, tally: LearnerTally, out: Callable[[str], None], config: TrainingConfig) -> None:
+    if not wave.attempts_done(expected):
+        out(f"== wave {wave.wave_id}: gave up waiting after {config.engine_wait_s:.0f} s "
+            f"({len(wave.rewards)}/{expected} attempts, policy v{tally.version}, served v{tally.served})")
+        return
+    mean = sum(wave.rewards) / len(wave.rewards) if wave.rewards else 0.0
+    change = (f"new policy v{tally.version}" if tally.version > wave.published
+              else "no update yet (the batch is not full, or the update is still training)")
+    out(f"== wave {wave.wave_id} done: mean reward {mean:.3f}; {change}")

@@ -193,9 +193,10 @@ class LearnerService(Service[TrajectoryRef]):
     async def handle(self, msg: TrajectoryRef, ctx: Context) -> None:
         assert self.config is not None
         min_version = self.version - self.config.max_policy_lag
-        if msg.policy_version < min_version:
+        if msg.policy_version < max(min_version, 0):  # UNKNOWN_VERSION (-1): its age cannot be bounded
             if msg.rollout_id not in self.held:
-                log.info("sample dropped", extra={"reason": "stale", "rollout_id": msg.rollout_id,
+                log.info("sample dropped", extra={"reason": "stale" if msg.policy_version >= 0 else "unknown_version",
+                                                  "rollout_id": msg.rollout_id,
                                                   "policy_version": msg.policy_version, "min_version": min_version})
                 self.state.stale_dropped += 1
                 await self._save_state(ctx)

@@ -4,6 +4,7 @@ import importlib
 
 from aes_lib.domains import get as get_domain
 from aes_lib.domains import names as domain_names
+from aes_lib.models.weights import TRAINABLE
 
 SERVICES: dict[str, str] = {
     "validator": "aes_services.validator:ValidatorService",
@@ -36,7 +37,7 @@ SERVICES.update(DOMAIN_GATES)
 TRAINING = ("learner", "learner-solver", "learner-proposer", "proposer-samples", "training-wave", "rollouts",
             "weight-sync")
 """The services that close the training loop; the stack starts them only with an engine that
-follows the learner's weights (``AES_ENGINE=torch``)."""
+follows the learner's weights (``AES_ENGINE=vllm`` or ``torch``)."""
 SEPARATE_LEARNERS = ("learner-solver", "learner-proposer")
 """With ``AES_POLICY_MODE=separate`` these replace ``learner`` (one model per role)."""
 
@@ -45,7 +46,7 @@ def stack_services(engine: str, policy_mode: str) -> dict[str, str]:
     """The services ``aes up`` starts for this engine and policy mode."""
     if policy_mode not in ("shared", "separate"):
         raise ValueError(f"AES_POLICY_MODE must be shared or separate, got {policy_mode!r}")
-    skip = set(TRAINING) if engine != "torch" else (
+    skip = set(TRAINING) if engine not in TRAINABLE else (
         {"learner"} if policy_mode == "separate" else set(SEPARATE_LEARNERS))
     return {name: spec for name, spec in SERVICES.items() if name not in skip}
 

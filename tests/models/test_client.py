@@ -111,7 +111,8 @@ async def test_a_key_protected_endpoint_gets_the_role_key_and_vllm_gets_asked_fo
         async with chat_client(settings) as client:
             turn = await client.chat(MESSAGES)
         assert turn.text == "a" and math.isnan(turn.cost_usd)
-        assert srv.requests[0]["return_tokens_as_token_ids"] is True
+        assert srv.requests[0]["return_tokens_as_token_ids"] is srv.requests[0]["return_token_ids"] is True
+        assert turn.policy_version is None  # no /weight_info: unknown, never taken for v0
         wrong = Settings(model_url=srv.url, model="m", proposer_model_api_key="sk-wrong")
         async with chat_client(wrong, "proposer") as client:
             with pytest.raises(ModelAuthError, match="HTTP 401"):  # a ModelRequestError: never retried
@@ -119,7 +120,7 @@ async def test_a_key_protected_endpoint_gets_the_role_key_and_vllm_gets_asked_fo
     with ReplayServer(["d"]) as srv:
         async with chat_client(Settings(model_url=srv.url, model="replay")) as client:
             await client.chat(MESSAGES)
-        assert "return_tokens_as_token_ids" not in srv.requests[0]
+        assert "return_tokens_as_token_ids" not in srv.requests[0] and "return_token_ids" not in srv.requests[0]
         async with chat_client(Settings(model_url=srv.url, model="replay", vllm_token_ids="on")) as client:
             with pytest.raises(ModelRequestError):  # replay has no more replies: the body was sent
                 await client.chat(MESSAGES)

@@ -33,11 +33,21 @@ def solver_prompt_ids(tokenizer, instruction: str) -> list[int]:
 
 @pytest.fixture(scope="session")
 def word_policy(tiny_model, tmp_path_factory) -> Path:
+    return _teach_words(tiny_model, tmp_path_factory.mktemp("word") / "model")
+
+
+@pytest.fixture(scope="session")
+def vllm_word_policy(vllm_tiny_model, tmp_path_factory) -> Path:
+    """The same, from the tiny model vLLM's CPU attention accepts."""
+    return _teach_words(vllm_tiny_model, tmp_path_factory.mktemp("vllm-word") / "model")
+
+
+def _teach_words(base: Path, dest: Path) -> Path:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(tiny_model)
-    model = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32)
+    tok = AutoTokenizer.from_pretrained(base)
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
     prompts = [solver_prompt_ids(tok, (TASKS / t / "instruction.md").read_text()) for t in ("word-banana", "word-banana-alt")]
     replies = [tok.encode(f"```bash\necho {w} > /app/answer.txt\n```", add_special_tokens=False) + [tok.eos_token_id]
                for w in WORDS]
@@ -58,7 +68,6 @@ def word_policy(tiny_model, tmp_path_factory) -> Path:
         opt.zero_grad()
         loss.backward()
         opt.step()
-    dest = tmp_path_factory.mktemp("word") / "model"
     model.save_pretrained(dest)
     tok.save_pretrained(dest)
     return dest

@@ -20,7 +20,7 @@ from aes_lib.flywheel.training import TrainingConfig
 from aes_ops.waves import train
 from aes_lib.learner import LearnerConfig
 from aes_lib.models.torch_serve import serve
-from aes_lib.models.weights import TorchEngineClient
+from aes_lib.models.weights import TorchEngineClient, VLLMEngineClient
 from aes_proto import subjects
 from aes_proto.messages import LearnerStats, RolloutSummary, ServingUpdate
 from aes_services.learner import LearnerService
@@ -36,22 +36,39 @@ WAVES = 8
 
 
 async def test_mean_training_reward_rises_over_updates(fresh_nats, bus, word_policy, monkeypatch):
+    server, url = serve(word_policy)
+    try:
+        await _learn(fresh_nats, bus, word_policy, monkeypatch, url, "torch", TorchEngineClient(url).version)
+    finally:
+        server.shutdown()
+
+
+@pytest.mark.vllm
+@pytest.mark.xfail(reason="until the learner publishes HF-format folders (branch learner): vLLM refuses the "
+                          "single-blob checkpoint", strict=False)
+async def test_mean_training_reward_rises_over_updates_on_vllm(fresh_nats, bus, vllm_word_policy, vllm_server,
+                                                                monkeypatch):
+    """The same on the shared vLLM server, put back on the word policy first."""
+    from vllm_support import reset
+
+    await reset(vllm_server, vllm_word_policy)
+    await _learn(fresh_nats, bus, vllm_word_policy, monkeypatch, vllm_server, "vllm",
+                 VLLMEngineClient(vllm_server).version)
+
+
+async def _learn(fresh_nats, bus, word_policy, monkeypatch, url, engine, served_version):
     monkeypatch.setenv("AES_HOME", str(fresh_nats.home))
     monkeypatch.setenv("AES_BLOB_URL", fresh_nats.blob_location)  # where the engine reads checkpoints
-    server, url = serve(word_policy)
-    settings = dataclasses.replace(fresh_nats, model_url=url, engine="torch")
+    settings = dataclasses.replace(fresh_nats, model_url=url, engine=engine)
     await seed_pool(bus, PoolStore(await bus.kv(BUCKET)), [TASKS / "word-banana", TASKS / "word-banana-alt"])
     # Sampled at temperature 0.5: the recorded log-probs are the tempered distribution's, which
     # the trainer reproduces (first update's divergence ~0).
     waves = TrainingConfig(groups_per_wave=2, group_size=8, waves_per_round=WAVES, max_turns=1, max_tokens=32,
                            temperature=0.5, engine_wait_s=600)
     learner = LearnerService(LearnerConfig(model_path=str(word_policy), groups_per_batch=1, lr=5e-4))
-    try:
-        async with running(settings, WavePlannerService(), TrainingRolloutService(config=waves), learner,
-                           WeightSyncService()):
-            tally = await train(bus, waves, round_=1, prefix="learn", served_version=TorchEngineClient(url).version)
-    finally:
-        server.shutdown()
+    async with running(settings, WavePlannerService(), TrainingRolloutService(config=waves), learner,
+                       WeightSyncService()):
+        tally = await train(bus, waves, round_=1, prefix="learn", served_version=served_version)
 
     rollouts = [s for s in await bus.history(subjects.ROLLOUT_SUMMARY, RolloutSummary) if s.purpose == "training"]
     by_wave = {f"learnw{w}": [s for s in rollouts if s.episode_id == f"learnw{w}"] for w in range(WAVES)}

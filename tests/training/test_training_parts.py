@@ -8,7 +8,9 @@ from aes_lib.config import Settings
 from aes_proto.records import PoolEntry
 from aes_lib.flywheel.training import TrainingConfig, TrainingConfigError, sample_environments, wave_requests
 from aes_ops.waves import LearnerTally
-from aes_lib.models.weights import StaticEngineError, TorchEngineClient, engine_client
+from aes_lib.agents.trajectory import Trajectory, Turn
+from aes_lib.models.weights import StaticEngineError, TorchEngineClient, VLLMEngineClient, engine_client
+from aes_proto.messages import UNKNOWN_VERSION
 from aes_proto.messages import BlobRef, LearnerStats, ServingUpdate, TrainingWave, TrajectoryRef
 from aes_services.registry import SERVICES, stack_services
 from aes_services.serving import engine_urls
@@ -69,6 +71,7 @@ def test_the_stack_starts_training_only_with_an_engine_that_follows_weights():
     static = stack_services("gguf", "shared")
     assert "validator" in static and not {"learner", "rollouts", "weight-sync", "training-wave"} & set(static)
     assert set(shared) | set(separate) == set(SERVICES)
+    assert set(stack_services("vllm", "shared")) == set(shared)  # vLLM follows the learner too
     with pytest.raises(ValueError, match="AES_POLICY_MODE"):
         stack_services("torch", "both")
 
@@ -80,6 +83,7 @@ def test_each_policy_reaches_the_engines_that_serve_it():
     assert engine_urls(two, "shared") == ["http://a/v1", "http://b/v1"]
     assert engine_urls(two, "solver") == ["http://a/v1"] and engine_urls(two, "proposer") == ["http://b/v1"]
     assert isinstance(engine_client("torch", "http://a/v1"), TorchEngineClient)
+    assert isinstance(engine_client("vllm", "http://a/v1"), VLLMEngineClient)
     with pytest.raises(StaticEngineError, match="cannot load"):
         engine_client("gguf", "http://a/v1")
 
@@ -96,3 +100,16 @@ def test_the_round_line_reports_version_updates_rewards_per_role_and_mask():
                         "proposer 0.500 (n=1), solver 0.500 (n=2); masked tokens 5.0%")
     t.reset()
     assert t.updates == 0 and t.samples == {}
+
+
+def test_a_trajectory_with_a_turn_of_unknown_version_is_unknown_never_v0():
+    """An engine that does not say which weights sampled a turn leaves the sample's age unknown:
+    the learner must not take it for the base weights (it drops it instead)."""
+    def traj(*versions):
+        return Trajectory(rollout_id="r", role="solver",
+                          turns=[Turn(index=i, reply="", policy_version=v) for i, v in enumerate(versions)])
+
+    assert traj(3, 2).policy_version == 2
+    assert traj(3, None).policy_version == traj(None).policy_version == UNKNOWN_VERSION == -1
+    with pytest.raises(TrainingConfigError, match="policy_lag"):
+        TrainingConfig(policy_lag=-1)

