@@ -44,8 +44,6 @@ async def test_mean_training_reward_rises_over_updates(fresh_nats, bus, word_pol
 
 
 @pytest.mark.vllm
-@pytest.mark.xfail(reason="until the learner publishes HF-format folders (branch learner): vLLM refuses the "
-                          "single-blob checkpoint", strict=False)
 async def test_mean_training_reward_rises_over_updates_on_vllm(fresh_nats, bus, vllm_word_policy, vllm_server,
                                                                 monkeypatch):
     """The same on the shared vLLM server, put back on the word policy first."""
