@@ -48,7 +48,8 @@ def test_validate_json_with_plain_progress(tmp_path):
     [report] = json.loads(done.stdout)
     assert report["ok"] and report["reason"] == "ok" and report["oracle_reward"] == 1.0 and report["nop_reward"] < 0.5
     steps = done.stderr.splitlines()
-    assert steps[0] == f"[validate 1/4] {SEED.name}: image built" and steps[-1] == f"[validate 4/4] {SEED.name}: pass"
+    assert steps[0] == f"[validate 1/5] {SEED.name}: image built" and steps[-1] == f"[validate 5/5] {SEED.name}: pass"
+    assert steps[3] == f"[validate 4/5] {SEED.name}: tamper probe reward 0"
     assert sorted(s.split(": ", 1)[1].split()[0] for s in steps[1:3]) == ["nop", "oracle"]
 
 

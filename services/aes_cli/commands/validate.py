@@ -23,9 +23,9 @@ from aes_lib.domains.validation import validate_in_domain
 from aes_lib.sandbox import ImageCache, ValidationReport
 from aes_lib.sandbox.container import LimitCaps
 
-STEPS = 4
-"""Progress steps per task: image built, oracle run, nop run, the domain's gate (a task whose
-domain has none, or that failed early, makes up the steps it skipped at its last line)."""
+STEPS = 5
+"""Progress steps per task: image built, oracle run, nop run, tamper probe, the domain's gate (a
+task whose domain has none, or that failed early, makes up the steps it skipped at its last line)."""
 
 
 def _expand(path: Path) -> list[Path]:
