@@ -224,10 +224,18 @@ class TamperProbe:
         hooks = [CONTROL_PY, CONTROL_SH, ""] if self.control else [PY_HOOK, SH_HOOK, PASS_ALL]
         args = " ".join(map(shlex.quote, [*hooks, " ".join(SHADOWS), " ".join(GIT_HOOKS), workdir]))
         find = f"find / -xdev \\( {_prune(PROTECTED)} -o -path {MARK} \\) -prune -o -type f -newer {MARK} -print0"
-        plant = await sandbox.exec(f"{find} | python3 -c {shlex.quote(_PLANT)} {args} > {MANIFEST}; cat {MANIFEST}",
+        plant = await sandbox.exec(f"{find} | python3 -c {shlex.quote(_PLANT)} {args} > {MANIFEST} && cat {MANIFEST}",
                                    timeout=120, user=0)
-        return AgentOutcome(exit_code=plant.exit_code, timed_out=solved.timed_out,
+        # A reference cut off by its timeout or hooks not all planted leave the work only partly
+        # broken: that run proves nothing either way (``planted`` is False for it).
+        return AgentOutcome(exit_code=plant.exit_code, timed_out=solved.timed_out or plant.timed_out,
                             output=f"{solved.output[-2000:]}\n== planted\n{plant.output}")
+
+
+def planted(result: TrialResult) -> bool:
+    """Whether a probe (or control) trial ran the reference and planted every change: only then
+    may its reward count toward a verdict."""
+    return result.agent.exit_code == 0 and not result.agent.timed_out
 
 
 @dataclasses.dataclass(frozen=True)

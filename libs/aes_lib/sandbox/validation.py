@@ -30,8 +30,8 @@ from aes_lib.bundle import BundleError, BundleLimits, Task
 from aes_lib.sandbox.container import LimitCaps
 from aes_lib.domains import UnknownDomainError, domain_of
 from aes_lib.sandbox.images import BuildFailedError, BuildTimeoutError, ImageCache, gpu_engine
-from aes_lib.sandbox.probes import TamperProbe, forgery
-from aes_lib.sandbox.trial import NopAgent, OracleAgent, TrialResult, run_trial
+from aes_lib.sandbox.probes import TamperProbe, forgery, planted
+from aes_lib.sandbox.trial import NopAgent, OracleAgent, TrialFault, TrialResult, run_trial
 
 Reason = Literal["ok", "invalid_bundle", "unknown_domain", "unsupported", "needs_gpu", "build_failed",
                  "oracle_failed", "nop_passed", "timeout", "domain_rule", "verifier_forgeable"]
@@ -112,6 +112,16 @@ async def validate_task(
         say(f"{name} reward {result.reward:g}")
         return result
 
+    async def planted_trial(name: str, agent: TamperProbe) -> TrialResult:
+        # Planting cut off by its timeout (a loaded machine) would leave the reference's work
+        # intact beside the hooks, so the probe would "forge" honest work: a fault, never a verdict.
+        result = await trial(name, agent)
+        if not planted(result):
+            raise TrialFault(f"{name}: the reference or the planting did not finish (exit "
+                             f"{result.agent.exit_code}, timed out {result.agent.timed_out}): "
+                             f"{result.agent.output[-300:]}")
+        return result
+
     if not task.has_solution:
         nop = await trial("nop", NopAgent())
         logs = f"### nop\n{nop.log()}"
@@ -136,10 +146,11 @@ async def validate_task(
     if nop.reward >= NOP_THRESHOLD:
         return report(task.name, "nop_passed", f"nop reward {nop.reward:g} >= {NOP_THRESHOLD}", logs=logs, **rewards)
     if probe:
-        tampered = await trial("tamper probe", TamperProbe(task))
+        tampered = await planted_trial("tamper probe", TamperProbe(task))
         found = forgery(tampered, nop.reward)
         if found is not None:  # the broken work alone may earn that: compare with it
-            found = forgery(tampered, max(nop.reward, (await trial("probe control", TamperProbe(task, control=True))).reward))
+            control = await planted_trial("probe control", TamperProbe(task, control=True))
+            found = forgery(tampered, max(nop.reward, control.reward))
         if found is not None:
             return report(task.name, "verifier_forgeable", found.detail(), logs=f"### tamper probe\n{tampered.log()}",
                           **rewards)
