@@ -60,6 +60,10 @@ PY
 # cannot write $out or signal this shell, and is killed before the reward is written.
 # AES_TESTS_AS_ROOT=1 ([verifier.env]) is for tests that need root and run none of the agent's
 # code (e.g. `python3 -I` on a file they check is unchanged); the tamper probes check that.
+# git as nobody: no hook or fsmonitor of a repository the agent wrote, and a repository of any
+# owner (the trial sets the same; here too, so the template holds under any runner, e.g. Harbor).
+export GIT_CONFIG_COUNT=3 GIT_CONFIG_KEY_0=core.hooksPath GIT_CONFIG_VALUE_0=/dev/null \
+    GIT_CONFIG_KEY_1=core.fsmonitor GIT_CONFIG_VALUE_1=false GIT_CONFIG_KEY_2=safe.directory GIT_CONFIG_VALUE_2='*'
 home=$(mktemp -d) && chown 65534:65534 "$home"
 as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all --bounding-set=-all "$@"; }
 tester=as_nobody
