@@ -21,7 +21,7 @@ from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
 from aes_ops.seeding import seed_pool
 from aes_lib.flywheel.training import TrainingConfig
 from aes_ops.waves import train
-from aes_lib.learner import DppoTrainer, LearnerConfig, TokenizedTurn, load_checkpoint
+from aes_lib.learner import DppoTrainer, LearnerConfig, TokenizedTurn, load_tensors, policy_tensors
 from aes_lib.learner import pack_turns
 from aes_lib.models import ChatClient
 from aes_lib.models.weights import TorchEngineClient
@@ -67,7 +67,7 @@ async def test_a_round_trains_and_the_engine_serves_the_new_weights(smollm2_fold
             latest = max(versions, key=lambda v: v.version)
             model = AutoModelForCausalLM.from_pretrained(smollm2_folder, dtype=torch.float32)
             base = _logprobs(model, chat)
-            load_checkpoint(bus.blobs, latest.checkpoint, model)
+            load_tensors(model, policy_tensors(bus.blobs, latest.checkpoint))
             trained = _logprobs(model, chat)
     finally:
         stack.down(settings.home)
