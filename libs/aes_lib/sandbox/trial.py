@@ -258,7 +258,7 @@ async def _steps(task: Task, agent: Agent, env: dict[str, str], start, t0: float
     default) or the last step's (``final``). Unlike Harbor, a step whose verifier wrote no
     reward counts 0 rather than dropping out of the mean, and the agent's processes do not
     outlive a step (the snapshot ends them)."""
-    outcomes, results, per_step, errors = [], [], [], []
+    outcomes, results, per_step, errors, codes = [], [], [], [], []
     async with start(alias=MAIN) as sb:
         for i, step in enumerate(task.config.steps or ()):
             view = task.for_step(i)
@@ -281,6 +281,7 @@ async def _steps(task: Task, agent: Agent, env: dict[str, str], start, t0: float
                 reward, metrics = 0.0, {"reward": 0.0}
                 errors.append(f"step {step.name}: {e}")
             outcomes.append(f"== step {step.name}\n{outcome.output}")
+            codes.append(outcome.exit_code)
             results.append(result)
             per_step.append((reward, metrics))
             if outcome.timed_out or not _meets(metrics | {"reward": reward}, step.min_reward):
@@ -294,7 +295,9 @@ async def _steps(task: Task, agent: Agent, env: dict[str, str], start, t0: float
     last = results[-1]
     return TrialResult(
         reward=reward, metrics=metrics, seconds=time.monotonic() - t0, error="; ".join(errors),
-        agent=AgentOutcome(exit_code=None, timed_out=outcome.timed_out, output="\n".join(outcomes)),
+        # The first step's status that is not 0 (None: unknown or killed), else 0.
+        agent=AgentOutcome(exit_code=next((c for c in codes if c != 0), 0), timed_out=outcome.timed_out,
+                           output="\n".join(outcomes)),
         verifier=ExecResult(exit_code=last.exit_code, timed_out=any(r.timed_out for r in results),
                             output="\n".join(f"== step {n}\n{r.output}" for n, r in
                                              zip((s.name for s in task.config.steps or ()), results))))
