@@ -63,11 +63,11 @@ async def test_absent_image_falls_back_to_the_dockerfile(make_task, images, test
     assert (r.ok, r.reason) == (True, "ok")
 
 
-async def test_harbor_features_not_run_here_are_unsupported(make_task, images, test_label) -> None:
+async def test_a_declared_step_without_its_folder_is_a_bad_bundle(make_task, images, test_label) -> None:
+    # Multi-step tasks run now (tests/harbor/test_multi_step.py); a step needs steps/<name>/.
     root = make_task()
     toml = root / "task.toml"
     toml.write_text(toml.read_text() + '\n[[steps]]\nname = "one"\n\n[task_extra]\nworkstream = "x"\n')
     r = await validate_task(root, images, labels=test_label)
-    assert (r.ok, r.reason) == (False, "unsupported")
-    assert r.detail == "unsupported: [[steps]] (a multi-step task, 1 steps) are not run by this sandbox yet"
-    assert r.warnings == ("task.toml: task_extra is not a Harbor 0.26 field (kept, ignored)",)
+    assert (r.ok, r.reason) == (False, "invalid_bundle")
+    assert "missing steps/one/instruction.md" in r.detail, r.detail
