@@ -3,7 +3,6 @@
 the learner's stats as published on the bus, at the policy version."""
 
 import asyncio
-import importlib.util
 import struct
 from pathlib import Path
 
@@ -24,8 +23,6 @@ from .test_service import publish_group, serving, until
 
 pytestmark = pytest.mark.timeout(300)
 
-OPTIONAL = tuple(b for b in ("wandb", "mlflow") if importlib.util.find_spec(b) is not None)
-"""The ``[tracking]`` extra's backends, tested where installed."""
 
 
 def tensorboard_scalars(folder: Path) -> dict[str, list[tuple[int, float]]]:
@@ -85,7 +82,7 @@ async def test_tracked_series_match_the_learner_stats_on_the_bus(fresh_nats, tmp
     learner = LearnerService(LearnerConfig(model_path=str(tmp_path / "model"), solver_group_size=4, groups_per_batch=1,
                                            lr=1e-2), run_id="run1")
     folder = tmp_path / "tracking"
-    metrics = MetricsService(MetricsConfig(backends=("tensorboard", *OPTIONAL), log_dir=str(folder),
+    metrics = MetricsService(MetricsConfig(backends=("tensorboard", "wandb", "mlflow"), log_dir=str(folder),
                                            project="aes-test", run_name="run1"))
     async with await Bus.connect(fresh_nats) as bus:
         await publish_group(bus, "env-a", 3, [4, 1, 2, 5], [1, 0, 0, 0])
@@ -126,21 +123,19 @@ async def test_tracked_series_match_the_learner_stats_on_the_bus(fresh_nats, tmp
     assert [v for _, v in board["round/1/valid_rate"]] == [1.0, 1.0]  # both passed validation
     assert [v for _, v in board["round/1/cost_usd"]] == [0.5, 1.0]
 
-    if "wandb" in OPTIONAL:
-        rows = wandb_history(folder)
-        got: dict[str, list[tuple[int, float]]] = {}
-        for row in rows:
-            for name, value in row.items():
-                if name != "policy_version":
-                    got.setdefault(name, []).append((int(row["policy_version"]), value))
-        for name, series in expected.items():
-            assert got[name] == series, name  # float64, exactly
-        assert set(got) == set(board)
-    if "mlflow" in OPTIONAL:
-        runs = mlflow_series(folder, "run1")
-        for name, series in expected.items():
-            assert runs[name] == series, name
-        assert set(runs) == set(board)
+    rows = wandb_history(folder)
+    got: dict[str, list[tuple[int, float]]] = {}
+    for row in rows:
+        for name, value in row.items():
+            if name != "policy_version":
+                got.setdefault(name, []).append((int(row["policy_version"]), value))
+    for name, series in expected.items():
+        assert got[name] == series, name  # float64, exactly
+    assert set(got) == set(board)
+    runs = mlflow_series(folder, "run1")
+    for name, series in expected.items():
+        assert runs[name] == series, name
+    assert set(runs) == set(board)
 
 
 def test_an_unknown_backend_is_refused_naming_it(tmp_path):
