@@ -166,7 +166,8 @@ def test_gpu_types_and_gpus_parse() -> None:
 
 @pytest.mark.parametrize(("text", "needs"), [
     ('[verifier]\nenvironment_mode = "separate"\n[[steps]]\nname = "one"\n', "[[steps]] with a separate verifier"),
-    ('[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = ["pypi.org"]\n', 'network_mode = "allowlist"'),
+    ('[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = ["pypi.org", "*.pythonhosted.org", "2001:db8::1"]\n',
+     "allowed_hosts *.pythonhosted.org, 2001:db8::1: wildcard names and IPv6 entries"),
     ('[environment]\nos = "Windows"\n', 'os = "windows"'),
     ('[environment.tpu]\ntype = "v6e"\ntopology = "2x4"\n', "needs a TPU"),
     ('[[verifier.collect]]\ncommand = "cp /db /logs"\nservice = "db"\n', "other than main (db)"),

@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 EXPECTED = {
     "compose-app-db": "build", "compose-main-build": "build", "compose-yml": "build", "prebuilt-image": "build",
     "registry-style": "build", "separate-verifier": "build", "verifier-collect": "build",
-    "no-solution": "no_reference", "multi-step": "build", "network-allowlist": "unsupported",
+    "no-solution": "no_reference", "multi-step": "build", "network-allowlist": "build",
+    "network-allowlist-wildcard": "unsupported",
     "windows": "unsupported", "empty-environment": "unsupported",
 }
 

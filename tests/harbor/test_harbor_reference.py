@@ -18,7 +18,7 @@ from aes_ops.seeding import export, seed_dirs, seed_pool
 TASKS = Path(__file__).parent / "tasks"
 FIXTURES = sorted(p.name for p in TASKS.iterdir() if (p / "task.toml").is_file())
 UNSUPPORTED = {
-    "network-allowlist": 'network_mode = "allowlist" (allowed_hosts: pypi.org) is not enforced',
+    "network-allowlist-wildcard": "allowed_hosts *.pythonhosted.org: wildcard names and IPv6 entries are not enforced",
     "windows": 'os = "windows" needs Windows containers',
     "empty-environment": "environment/ has no Dockerfile or docker-compose file",
 }
@@ -27,6 +27,9 @@ NO_REFERENCE = ("no-solution",)
 VALID = [n for n in FIXTURES if n not in UNSUPPORTED and n not in NO_REFERENCE]
 HARBOR_READS_ONLY_YAML = ("compose-yml",)
 """Harbor 0.26 reads environment/docker-compose.yaml only: it runs this task without its database."""
+HARBOR_NEEDS_A_REGISTRY = ("network-allowlist",)
+"""Harbor enforces an allow-list with a proxy sidecar whose images it pulls from Docker Hub,
+which these machines cannot reach (tests/sandbox/test_hostile_builds.py checks ours)."""
 EXPECTED_WARNINGS = {
     "registry-style": ["task.format is not a Harbor 0.26 field", "task.workstream is not a Harbor 0.26 field",
                        "task.language is not a Harbor 0.26 field", "top-level version is Harbor's older name",
@@ -92,7 +95,7 @@ def _dataset(names, dest: Path) -> Path:
 
 
 def test_harbor_agrees_on_the_fixture_tasks(harbor, tmp_path) -> None:
-    both = [n for n in VALID if n not in HARBOR_READS_ONLY_YAML]
+    both = [n for n in VALID if n not in HARBOR_READS_ONLY_YAML + HARBOR_NEEDS_A_REGISTRY]
     dataset = _dataset(both, tmp_path / "dataset")
     oracle = run(harbor, dataset, "oracle", tmp_path)
     assert {t.task: t.reward for t in oracle.trials} == {f"harbor-style/{n}": 1.0 for n in both}, oracle.output

@@ -226,10 +226,9 @@ async def test_the_operators_egress_network_cannot_reach_the_host(docker_client,
             ifaces = await sb.exec("ls /sys/class/net", timeout=30)
             await sb.put_file(connect_script(addrs, listener.port).encode(), "/tmp/connect.py")
             r = await sb.exec("python3 /tmp/connect.py", timeout=60)
-            # Outward traffic that is not to a blocked range still leaves (the mirror here).
-            mirror = socket.gethostbyname("deb.debian.org")
-            out = await sb.exec(f"python3 -c 'import socket; socket.create_connection((\"{mirror}\", 80), "
-                                "timeout=5); print(\"OUT\")'", timeout=30)
+            # Outward traffic that is not to a blocked range still leaves (the mirror here), by
+            # name: the host's resolver sits in a blocked range and answers on port 53 alone.
+            out = await sb.exec(reach("deb.debian.org", 80), timeout=30)
         assert "eth0" in ifaces.output.split()
         assert r.exit_code == 1 and "CONNECTED" not in r.output, r.output
         time.sleep(0.5)
@@ -248,6 +247,51 @@ async def test_the_operators_egress_network_cannot_reach_the_host(docker_client,
         remove_egress_network(docker_client, name)
         rules = subprocess.run(["iptables", "-S"], capture_output=True, text=True).stdout
         assert bridge not in rules
+
+
+def reach(host: str, port: int) -> str:
+    """A command that connects to ``host:port`` from the sandbox, printing OUT or the error."""
+    return (f"python3 -c 'import socket\ntry: socket.create_connection((\"{host}\", {port}), timeout=5); print(\"OUT\")\n"
+            "except OSError as e: print(\"ERR\", e)'")
+
+
+async def test_an_allowlisted_task_reaches_its_hosts_and_nothing_else(docker_client, listener, test_label,
+                                                                       monkeypatch) -> None:
+    """``network_mode = "allowlist"``: the listed hosts by name (DNS answers), nothing unlisted
+    (the same address, while another allow-list omits it), and never the host, even listed."""
+    prefix = f"aes-allow-test-{uuid.uuid4().hex[:6]}"
+    monkeypatch.setenv("AES_SANDBOX_NETWORK", "imported")
+    monkeypatch.setenv("AES_SANDBOX_EGRESS_NETWORK", prefix)
+    mirror = socket.gethostbyname("deb.debian.org")
+    hosts = host_addresses(docker_client)
+    listed = EnvironmentConfig(network_mode="allowlist", allowed_hosts=("deb.debian.org", "localhost", *hosts))
+    other = EnvironmentConfig(network_mode="allowlist", allowed_hosts=("198.51.100.7",))  # TEST-NET-2: not the mirror
+    caps = LimitCaps(allow_network=True)
+    assert Limits.for_task(listed, caps).allowed_hosts == listed.allowed_hosts
+    assert not Limits.for_task(listed).network  # a generated task gets no network, allow-list or not
+    try:
+        async with Sandbox.start("aes-base:latest", Limits.for_task(listed, caps), client=docker_client,
+                                 labels=test_label) as sb:
+            ok = await sb.exec(reach("deb.debian.org", 80), timeout=30)
+            await sb.put_file(connect_script(hosts, listener.port).encode(), "/tmp/connect.py")
+            to_host = await sb.exec("python3 /tmp/connect.py", timeout=60)
+        async with Sandbox.start("aes-base:latest", Limits.for_task(other, caps), client=docker_client,
+                                 labels=test_label) as sb:
+            unlisted = await sb.exec(reach(mirror, 80), timeout=30)
+            named = await sb.exec(reach("deb.debian.org", 80), timeout=30)
+        assert "OUT" in ok.output, ok.output
+        assert to_host.exit_code == 1 and "CONNECTED" not in to_host.output, to_host.output
+        time.sleep(0.5)
+        assert listener.seen == []
+        assert "No route to host" in unlisted.output, unlisted.output  # rejected at once by the allow-list
+        assert "No route to host" in named.output, named.output  # resolves, and is still refused
+    finally:
+        made = [n.name for n in docker_client.networks.list(names=[prefix]) if n.name.startswith(f"{prefix}-allow-")]
+        for name in made:
+            remove_egress_network(docker_client, name)
+        rules = subprocess.run(["iptables", "-S"], capture_output=True, text=True).stdout
+        assert not [n for n in made if "aes" + hashlib.sha256(n.encode()).hexdigest()[:10] in rules], rules
+    assert len(made) == 2  # one network per allow-list
 
 
 def test_the_bridge_gateway_is_found_on_any_engine_state(docker_client, fresh_engine) -> None:

@@ -9,7 +9,7 @@ What Harbor accepts is accepted here, with three kinds of difference:
   resources, environment variable names, an absolute ``workdir``, a known value of every
   enumerated field. Wrong types raise :class:`InvalidFieldError` (a string for a number is not
   converted); a file that is not TOML raises :class:`TomlSyntaxError`.
-- Harbor features this sandbox does not run yet (network allow-lists, collect hooks in sidecars, TPUs, Windows containers) parse fine;
+- Harbor features this sandbox does not run yet (wildcard and IPv6 allow-list entries, collect hooks in sidecars, TPUs, Windows containers) parse fine;
   :meth:`TaskConfig.unsupported` names those a task needs, and validation answers
   ``unsupported`` for it. Features that only help an agent or a report (MCP servers,
   artifacts, skills, healthchecks, per-phase network overrides) are accepted and noted in
@@ -24,6 +24,7 @@ itself by leaving the field out.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import tomllib
 from typing import Annotated, Any, Literal
@@ -169,8 +170,8 @@ class EnvironmentConfig(_Section, frozen=True):
     ``allow_internet`` and ``network_mode`` (``network_mode`` wins, as in Harbor). False when
     neither is set (Harbor's default is true)."""
     network_mode: NetworkMode | None = None
-    """Harbor's newer network field: ``public`` (network), ``no-network``, ``allowlist``
-    (``unsupported`` here: no egress filter)."""
+    """Harbor's newer network field: ``public`` (network), ``no-network``, ``allowlist`` (only
+    ``allowed_hosts``, where the operator lets imported tasks have a network)."""
     allowed_hosts: tuple[str, ...] | None = None
     """Hosts reachable under ``network_mode = "allowlist"``."""
     env: EnvVars = {}
@@ -306,11 +307,10 @@ class TaskConfig(_Section, frozen=True):
         if any(step.verifier.collect or step.verifier.environment is not None or step.verifier.environment_mode
                for step in self.steps or ()):
             out.append("[[steps]] verifier settings of their own (collect, environment) are not run by this sandbox yet")
-        if env.network_mode == "allowlist":
-            hosts = ", ".join(env.allowed_hosts or ()) or "none"
-            out.append(f'[environment] network_mode = "allowlist" (allowed_hosts: {hosts}) is not enforced by this '
-                       "sandbox yet: its egress network filters by address, not by host name, so the task is not run "
-                       "rather than run with more or less network than it asks")
+        if env.network_mode == "allowlist" and (odd := [h for h in env.allowed_hosts or () if not _ipv4_or_name(h)]):
+            out.append(f"[environment] allowed_hosts {', '.join(odd)}: wildcard names and IPv6 entries are not "
+                       "enforced by this sandbox (its allow-list network is IPv4 and filters by address), so the task "
+                       "is not run rather than run with less network than it asks")
         if env.os == "windows":
             out.append('[environment] os = "windows" needs Windows containers, which this sandbox does not run')
         if env.tpu is not None:
@@ -483,6 +483,18 @@ def _check_rules(cfg: TaskConfig) -> None:
     names = [step.name.casefold() for step in cfg.steps or ()]
     if len(set(names)) != len(names):
         raise bad("[[steps]] names must be unique")
+
+
+_HOST_NAME = re.compile(r"(?i)^(?=.{1,253}$)[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?)*\.?$")
+
+
+def _ipv4_or_name(host: str) -> bool:
+    """Whether an ``allowed_hosts`` entry is an IPv4 address or network, or a plain host name."""
+    try:
+        ipaddress.IPv4Network(host)
+        return True
+    except ValueError:
+        return bool(_HOST_NAME.match(host)) and ":" not in host
 
 
 def _resolve_network(env: EnvironmentConfig) -> EnvironmentConfig:

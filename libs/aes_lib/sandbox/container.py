@@ -94,6 +94,9 @@ class Limits:
     network: bool = False
     """Whether the container has a network at all: the egress-only network
     (:func:`egress_network`), never Docker's default bridge."""
+    allowed_hosts: tuple[str, ...] | None = None
+    """Under ``network``, only these hosts (names, IPv4 addresses or CIDRs), on a network of
+    their own (:func:`allowlist_network`); None: the whole egress network."""
     gpus: int = 0
     """GPUs given to the container (an NVIDIA runtime must exist: see ``images.gpu_engine``)."""
 
@@ -103,12 +106,14 @@ class Limits:
         where the task asks, the caller runs an operator-imported task (``caps.allow_network``)
         and the operator allows it (``AES_SANDBOX_NETWORK=imported``)."""
         caps = caps or LimitCaps()
-        wants = env.allow_internet and caps.allow_network
+        allowlist = env.network_mode == "allowlist"
+        wants = (env.allow_internet or allowlist) and caps.allow_network
         return cls(
             cpus=min(env.cpus or caps.default_cpus, caps.max_cpus),
             memory_mb=min(env.memory_mb or caps.default_memory_mb, caps.max_memory_mb),
             pids=caps.pids,
             network=wants and Settings.from_env().sandbox_network == "imported",
+            allowed_hosts=tuple(env.allowed_hosts or ()) if allowlist else None,
             gpus=env.gpus or 0,
         )
 
@@ -157,13 +162,58 @@ def local_engine(client: docker.DockerClient) -> bool:
 
 def egress_network(client: docker.DockerClient, name: str | None = None) -> str:
     """The name of the egress-only network (``AES_SANDBOX_EGRESS_NETWORK``), created with its
-    firewall rules when missing: its containers reach the outside world but not the host (any
-    of its addresses), each other, or private ranges (``BLOCKED_RANGES`` and the host's own
-    subnets) except ``AES_SANDBOX_EGRESS_ALLOW``. ``SandboxError`` where that cannot be
-    ensured (a remote engine, no iptables): a networked sandbox is refused, never given
-    Docker's plain bridge."""
+    firewall rules when missing: its containers reach the outside world and the host's DNS
+    resolvers (port 53 only) but not the host (any of its addresses), each other, or private
+    ranges (``BLOCKED_RANGES`` and the host's own subnets) except ``AES_SANDBOX_EGRESS_ALLOW``.
+    ``SandboxError`` where that cannot be ensured (a remote engine, no iptables): a networked
+    sandbox is refused, never given Docker's plain bridge."""
     settings = Settings.from_env()
-    name = name or settings.sandbox_egress_network
+    return _filtered_network(client, name or settings.sandbox_egress_network, settings.sandbox_egress_allow,
+                             only_allowed=False)
+
+
+def allowlist_network(client: docker.DockerClient, hosts: tuple[str, ...]) -> str:
+    """The name of a network whose containers reach only ``hosts`` (Harbor's ``allowed_hosts``:
+    names, IPv4 addresses or CIDRs) and the DNS resolvers, one per set of hosts, created like
+    :func:`egress_network`. Names are resolved to their IPv4 addresses now, and again at every
+    call (each new sandbox): an address a name gains later is added then, and one it loses
+    stays allowed. Harbor filters by name at a proxy instead (TLS SNI, HTTP Host); by address,
+    a listed host's address also reaches other names it serves (a CDN's), never another address.
+    An address in a blocked range or of the host stays unreachable even when listed."""
+    digest = hashlib.sha256("\n".join(sorted(hosts)).encode()).hexdigest()[:10]
+    name = f"{Settings.from_env().sandbox_egress_network}-allow-{digest}"
+    return _filtered_network(client, name, allowed_addresses(hosts), only_allowed=True)
+
+
+def network_for(client: docker.DockerClient, limits: Limits) -> str:
+    """The network a sandbox (or build) with ``limits.network`` joins: the allow-list network of
+    its ``allowed_hosts``, else the egress network."""
+    if limits.allowed_hosts is not None:
+        return allowlist_network(client, limits.allowed_hosts)
+    return egress_network(client)
+
+
+def allowed_addresses(hosts: tuple[str, ...]) -> tuple[str, ...]:
+    """The IPv4 networks ``hosts`` name (a name's current addresses), without any that
+    overlaps a blocked range or the host's subnets: listing one never opens the host or the
+    stack. A name that does not resolve adds nothing."""
+    found: set[ipaddress.IPv4Network] = set()
+    for host in hosts:
+        try:
+            found.add(ipaddress.IPv4Network(host))
+            continue
+        except ValueError:
+            pass
+        try:
+            infos = socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)
+        except socket.gaierror:
+            continue
+        found |= {ipaddress.IPv4Network(info[4][0]) for info in infos}
+    blocked = [ipaddress.IPv4Network(n) for n in (*BLOCKED_RANGES, *_host_subnets())]
+    return tuple(sorted(str(n) for n in found if not any(n.overlaps(b) for b in blocked)))
+
+
+def _filtered_network(client: docker.DockerClient, name: str, allow: tuple[str, ...], *, only_allowed: bool) -> str:
     if not local_engine(client):
         raise SandboxError(f"the egress network {name} needs the firewall of the engine's host: "
                            f"not available for the engine at {client.api.base_url}")
@@ -180,7 +230,7 @@ def egress_network(client: docker.DockerClient, name: str | None = None) -> str:
             except docker.errors.APIError:  # another process created it meanwhile
                 net = client.networks.get(name)
         try:
-            _firewall(_bridge(net), settings.sandbox_egress_allow)
+            _firewall(_bridge(net), allow, only_allowed)
         except (OSError, subprocess.CalledProcessError) as e:
             raise SandboxError(f"cannot install the firewall rules of network {name}: {e}") from e
     return name
@@ -231,6 +281,21 @@ def _host_subnets() -> list[str]:
     return sorted({str(a.network) for a in interface_addresses()})
 
 
+def dns_resolvers() -> tuple[str, ...]:
+    """The IPv4 name servers Docker's embedded DNS forwards a container's queries to: the
+    host's, from the container's own network (so through the firewall). Where the host's are
+    a local stub's (127.0.0.53: systemd-resolved), Docker reads the upstream ones instead."""
+    for conf in (Path("/etc/resolv.conf"), Path("/run/systemd/resolve/resolv.conf")):
+        try:
+            text = conf.read_text()
+        except OSError:
+            continue
+        found = [ipaddress.IPv4Address(m) for m in re.findall(r"(?m)^\s*nameserver\s+(\d+\.\d+\.\d+\.\d+)\s*$", text)]
+        if remote := [str(a) for a in found if not a.is_loopback]:
+            return tuple(remote)
+    return ()
+
+
 def _our_rules(bridge: str) -> list[tuple[str, list[str]]]:
     """(chain, rule spec) of each rule in INPUT and DOCKER-USER carrying ``bridge``'s comment."""
     tag = f"aes-egress:{bridge}"
@@ -243,16 +308,21 @@ def _our_rules(bridge: str) -> list[tuple[str, list[str]]]:
     return found
 
 
-def _firewall(bridge: str, allow: tuple[str, ...]) -> None:
+def _firewall(bridge: str, allow: tuple[str, ...], only_allowed: bool) -> None:
     """Rules, scoped to traffic entering from ``bridge``: nothing to the host itself (INPUT),
-    nothing forwarded to blocked ranges (DOCKER-USER) except to ``allow`` (those RETURN to
-    Docker's own chains)."""
+    nothing forwarded to blocked ranges (DOCKER-USER) except DNS to the host's resolvers and
+    traffic to ``allow`` (those RETURN to Docker's own chains), and under ``only_allowed``
+    nothing else forwarded either."""
     tag = ["-m", "comment", "--comment", f"aes-egress:{bridge}"]
     # Rejected, not dropped: a blocked connection fails at once ("No route to host").
     reject = ["-j", "REJECT", "--reject-with", "icmp-admin-prohibited"]
     drops = [("INPUT", ["-i", bridge, *tag, *reject])]
     drops += [("DOCKER-USER", ["-i", bridge, "-d", net, *tag, *reject]) for net in (*BLOCKED_RANGES, *_host_subnets())]
+    if only_allowed:
+        drops.append(("DOCKER-USER", ["-i", bridge, *tag, *reject]))
     accepts = [("DOCKER-USER", ["-i", bridge, "-d", a, *tag, "-j", "RETURN"]) for a in allow]
+    accepts += [("DOCKER-USER", ["-i", bridge, "-d", r, "-p", proto, "--dport", "53", *tag, "-j", "RETURN"])
+                for r in dns_resolvers() for proto in ("udp", "tcp")]
 
     def present(chain: str, rule: list[str]) -> bool:
         return subprocess.run(["iptables", "-w", "-C", chain, *rule], capture_output=True).returncode == 0
@@ -425,7 +495,7 @@ class Sandbox:
         client = client or docker.from_env()
         all_labels = {**owner_labels(), **(labels or {})}
         try:
-            egress = await asyncio.to_thread(egress_network, client) if limits.network else None
+            egress = await asyncio.to_thread(network_for, client, limits) if limits.network else None
             container = await asyncio.to_thread(
                 client.containers.run,
                 image,

@@ -1,0 +1,2 @@
+#!/bin/bash
+mkdir -p /srv && echo "hello, harbor" > /srv/greeting
