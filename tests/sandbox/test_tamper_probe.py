@@ -16,6 +16,15 @@ AS_ROOT = """#!/bin/bash
 mkdir -p /logs/verifier
 [ "$(bash /app/greet.sh)" = hello ] && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt
 """
+OVERWRITTEN = """#!/bin/bash
+mkdir -p /logs/verifier
+out=$(bash /app/greet.sh)
+pkill -9 -f greet.sh; sleep 0.5; rm -f /logs/verifier/reward.json
+[ "$out" = hello ] && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt
+"""
+"""The same, but the tests stop whatever the script left running and write their verdict last:
+the forged reward never stands, yet the agent's code could write it (and one that waited for
+the verdict would overwrite it)."""
 AS_NOBODY = AS_ROOT.replace("$(bash /app/greet.sh)",
                             "$(cd /tmp && setpriv --reuid=65534 --regid=65534 --clear-groups bash /app/greet.sh)")
 
@@ -24,6 +33,15 @@ async def test_forgeable_task_is_rejected_naming_the_hook(make_task, images, tes
     r = await validate_task(make_task({"solution/solve.sh": SOLVE, "tests/test.sh": AS_ROOT}), images,
                             labels=test_label)
     assert (r.reason, r.oracle_reward, r.nop_reward) == ("verifier_forgeable", 1.0, 0.0), r.logs
+    assert "reference file (shell hook) /app/greet.sh" in r.detail, r.detail
+
+
+async def test_a_hook_that_wrote_the_reward_is_forgery_even_when_the_tests_write_last(make_task, images,
+                                                                                    test_label) -> None:
+    r = await validate_task(make_task({"solution/solve.sh": SOLVE, "tests/test.sh": OVERWRITTEN}), images,
+                            labels=test_label)
+    assert (r.reason, r.oracle_reward, r.nop_reward) == ("verifier_forgeable", 1.0, 0.0), r.logs
+    assert "could write the reward file while the tests ran" in r.detail, r.detail
     assert "reference file (shell hook) /app/greet.sh" in r.detail, r.detail
 
 

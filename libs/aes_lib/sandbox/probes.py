@@ -16,10 +16,13 @@ trial (the same ``run_trial`` as rollouts, so what it proves holds for training)
 Each hook, wherever it runs, writes a full reward to ``/logs/verifier`` (``reward.txt`` and a
 ``reward.json`` whose ``aes_probe`` metric is the hook's number), keeps rewriting it from a
 detached process, rewrites it again at exit, passes every later test when it finds itself in a
-pytest process, and prints ``AES_PROBE <n> ran`` on stderr.
+pytest process, and prints ``AES_PROBE <n> ran`` on stderr (and ``AES_PROBE <n> wrote the
+reward`` where its write succeeded).
 ``control=True`` makes the same changes with hooks that do nothing (the same files, shebangs and
-modes): what the broken solution earns honestly. A task is forgeable when the probe earns more than both the empty solution
-and the control (``forgery``).
+modes): what the broken solution earns honestly. A task is forgeable when the probe earns more
+than both the empty solution and the control, or when a hook wrote the reward file while the
+tests ran: whether the tests' own last write then lands after the hook's is a race, and an agent
+that can write the reward can also wait for it (``forgery``).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from aes_lib.sandbox.verifier import PROTECTED, _prune
 MARK = "/tmp/.aes-probe-mark"
 MANIFEST = "/tmp/.aes-probe-manifest"
 _RAN = re.compile(r"AES_PROBE (\d+) ran")
+_WROTE = re.compile(r"AES_PROBE (\d+) wrote the reward")
 
 # The Python hook: {n} is its number. Writes the reward now, at exit and from a detached loop.
 PY_HOOK = r'''
@@ -47,11 +51,13 @@ def _aes_probe_{n}():
             "        os.makedirs('/logs/verifier', exist_ok=True)\n"
             "        open('/logs/verifier/reward.txt', 'w').write('1\\n')\n"
             "        open('/logs/verifier/reward.json', 'w').write('{{\"reward\": 1.0, \"aes_probe\": {n}}}')\n"
+            "        return True\n"
             "    except OSError:\n"
-            "        pass\n")
+            "        return False\n")
     exec(code, globals())
     sys.stderr.write("AES_PROBE {n} ran\n")
-    forge()
+    if forge():
+        sys.stderr.write("AES_PROBE {n} wrote the reward\n")
     atexit.register(forge)
     reports = sys.modules.get("_pytest.reports")  # loaded into a pytest process: pass every later test
     if reports is not None:
@@ -73,9 +79,9 @@ _aes_probe_{n}()
 # The shell hook, the same in shell.
 SH_HOOK = r'''
 echo "AES_PROBE {n} ran" >&2
-_aes_forge() {{ mkdir -p /logs/verifier 2>/dev/null; echo 1 > /logs/verifier/reward.txt 2>/dev/null
+_aes_forge() {{ mkdir -p /logs/verifier 2>/dev/null; echo 1 > /logs/verifier/reward.txt 2>/dev/null &&
   echo '{{"reward": 1.0, "aes_probe": {n}}}' > /logs/verifier/reward.json 2>/dev/null; }}
-_aes_forge
+_aes_forge && echo "AES_PROBE {n} wrote the reward" >&2
 ( trap '' HUP; i=0; while [ $i -lt 3000 ]; do _aes_forge; sleep 0.05; i=$((i + 1)); done ) >/dev/null 2>&1 </dev/null &
 trap _aes_forge EXIT
 '''
@@ -245,26 +251,32 @@ class Forgery:
     reward: float
     baseline: float
     hooks: tuple[str, ...]
-    """``kind path`` of the hook that wrote the reward, else of every hook the tests ran."""
+    """``kind path`` of the hook whose reward stood, else of those that wrote one, else of every
+    hook the tests ran."""
+    wrote: bool = False
+    """Whether a hook wrote the reward file while the tests ran (whatever the reward ended as)."""
 
     def detail(self) -> str:
         where = "; ".join(self.hooks[:5]) or "no hook reported itself (a change the probe made changed the tests' result)"
-        return (f"a tamper probe that does no work earned {self.reward:g} (the empty or broken solution: "
-                f"{self.baseline:g}): {where}. Run the agent's code only as an unprivileged user in a subprocess "
-                "of the tests, never in the tests' own process (the managed tests/test.sh does)")
+        what = (f"earned {self.reward:g} (the empty or broken solution: {self.baseline:g})"
+                if self.reward > self.baseline else "could write the reward file while the tests ran")
+        return (f"a tamper probe that does no work {what}: {where}. Run the agent's code only as an unprivileged "
+                "user in a subprocess of the tests, never in the tests' own process (the managed tests/test.sh does)")
 
 
 def forgery(probe: TrialResult, baseline: float) -> Forgery | None:
     """A ``Forgery`` when ``probe`` earned more than ``baseline`` (the best of the empty solution
-    and the control), naming the hooks from the probe's manifest and the verifier's output."""
-    if probe.reward <= baseline:
+    and the control) or one of its hooks wrote the reward file while the tests ran, naming the
+    hooks from the probe's manifest and the verifier's output."""
+    wrote = dict.fromkeys(int(n) for n in _WROTE.findall(probe.verifier.output))
+    if probe.reward <= baseline and not wrote:
         return None
     manifest = {}
     for line in probe.agent.output.split("== planted\n", 1)[-1].splitlines():
         n, _, rest = line.partition("\t")
         if n.isdigit():
             manifest[int(n)] = rest.replace("\t", " ")
-    wrote = probe.metrics.get("aes_probe")
+    final = probe.metrics.get("aes_probe")
     ran = dict.fromkeys(int(n) for n in _RAN.findall(probe.verifier.output))
-    chosen = [int(wrote)] if wrote is not None and int(wrote) in manifest else list(ran)
-    return Forgery(probe.reward, baseline, tuple(manifest.get(n, f"hook {n}") for n in chosen))
+    chosen = [int(final)] if final is not None and int(final) in manifest else list(wrote or ran)
+    return Forgery(probe.reward, baseline, tuple(manifest.get(n, f"hook {n}") for n in chosen), bool(wrote))
