@@ -30,7 +30,8 @@ from aes_lib.agents.proposer.harness import EpisodeBudget
 from aes_lib.blobstore import open_store
 from aes_lib.bundle import pack
 from aes_lib.models import ChatClient
-from aes_lib.models.serve import LOCAL_MODEL_NAME, spawn
+from aes_lib.checkpoints.bundled import LOCAL_MODEL_NAME
+from aes_lib.models.serve import spawn
 from aes_lib.sandbox import ImageCache
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -119,7 +119,7 @@ def _union(intervals: list[tuple[float, float]]) -> float:
 def _timed_client(url: str, calls: list[tuple[float, float]]):
     """A ChatClient whose every chat call (cancelled ones included) is recorded in ``calls``."""
     from aes_lib.models import ChatClient
-    from aes_lib.models.serve import LOCAL_MODEL_NAME
+    from aes_lib.checkpoints.bundled import LOCAL_MODEL_NAME
 
     client = ChatClient(url, LOCAL_MODEL_NAME)  # the torch engine answers to any model name
     chat = client.chat
@@ -174,7 +174,7 @@ async def run_level(engine: str, url: str, task, images, store, concurrency: int
 
 async def warm(url: str) -> None:
     from aes_lib.models import ChatClient
-    from aes_lib.models.serve import LOCAL_MODEL_NAME
+    from aes_lib.checkpoints.bundled import LOCAL_MODEL_NAME
 
     async with ChatClient(url, LOCAL_MODEL_NAME) as c:
         await c.chat([{"role": "user", "content": "Say hi."}], max_tokens=8, temperature=1.0)
