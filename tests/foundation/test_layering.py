@@ -257,3 +257,10 @@ def test_a_planted_pair_that_imports_each_other_is_found(tmp_path: Path) -> None
 def test_a_unit_without_a_floor_is_named(tmp_path: Path) -> None:
     root = _plant(tmp_path, {"config.py": "", "newthing.py": "from aes_lib import config\n"})
     assert unplaced(library_imports(root), _units(root), PLANTED_FLOORS) == ["newthing"]
+
+
+def test_a_subunit_is_a_unit_of_its_own() -> None:
+    assert unit_of("aes_lib.flywheel.runners.pool_store") == unit_of("aes_lib.flywheel.runners") == "flywheel.runners"
+    assert unit_of("aes_lib.flywheel.config") == "flywheel"
+    assert unit_of("aes_lib.flywheel_extra") == "flywheel_extra"
+    assert unit_of("aes_proto.messages") is None
