@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-from collections import defaultdict
 from pathlib import Path
 
 import pytest

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from aes_lib.checkpoints.bundled import LOCAL_MODEL_NAME, gguf_path
 
+
 class ModelServerError(RuntimeError):
     """The model server process exited or did not report its URL in time."""
 
