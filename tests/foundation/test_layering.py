@@ -102,7 +102,7 @@ def _module_name(path: Path, root: Path) -> tuple[str, list[str]]:
 def imports_of(path: Path, root: Path = LIB) -> list[Import]:
     """Every arrow from ``path``'s unit to another unit of the library rooted at ``root``."""
     name, package = _module_name(path, root)
-    source = unit_of(name) or ""
+    source = unit_of(name) or name  # the package root is a unit no floor lists: it must import nothing
     out: list[Import] = []
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         targets: list[str] = []
@@ -134,13 +134,14 @@ def floor_of(unit: str, floors: tuple[frozenset[str], ...] = FLOORS) -> int:
     for n, members in enumerate(floors):
         if unit in members:
             return n
-    raise LookupError(unit)
+    raise LookupError(f"{unit} is on no floor: add it to FLOORS and docs/ARCHITECTURE.md")
 
 
 def unplaced(imports: list[Import], units: set[str], floors: tuple[frozenset[str], ...] = FLOORS) -> list[str]:
     """Units of the library that no floor names."""
     placed = set().union(*floors)
-    return sorted({u for u in units if u not in placed} | {i.target for i in imports if i.target not in placed})
+    return sorted({u for u in units if u not in placed} | {u for i in imports for u in (i.source, i.target)
+                                                            if u not in placed})
 
 
 def upward(imports: list[Import], floors: tuple[frozenset[str], ...] = FLOORS,
@@ -256,6 +257,8 @@ def test_a_planted_pair_that_imports_each_other_is_found(tmp_path: Path) -> None
 def test_a_unit_without_a_floor_is_named(tmp_path: Path) -> None:
     root = _plant(tmp_path, {"config.py": "", "newthing.py": "from aes_lib import config\n"})
     assert unplaced(library_imports(root), _units(root), PLANTED_FLOORS) == ["newthing"]
+    (root / "__init__.py").write_text("from aes_lib.config import x\n")
+    assert unplaced(library_imports(root), _units(root), PLANTED_FLOORS) == ["aes_lib", "newthing"]
 
 
 def test_a_subunit_is_a_unit_of_its_own() -> None:
