@@ -373,6 +373,7 @@ async def main_async() -> None:
     from aes_lib.config import Settings
     from aes_lib.learner.base_model import bundled_base_model
     from aes_lib.models.serve import spawn
+    from aes_lib.domains.kinds import DomainKinds
     from aes_lib.sandbox import ImageCache
 
     header = machine() + [f"- load average at start: {load_avg()} (1/5/15 min; the machine is shared)"]
@@ -384,7 +385,7 @@ async def main_async() -> None:
     model_dir = bundled_base_model(Settings.from_env().home)
     log(f"transformers export of SmolLM2-135M: {model_dir} ({time.monotonic() - t0:.1f} s)")
     task = Task.load(TASK_DIR)
-    images = ImageCache()
+    images = ImageCache(kinds=DomainKinds())
     t0 = time.monotonic()
     await images.build(task)
     log(f"task image ready ({time.monotonic() - t0:.1f} s)")

@@ -58,9 +58,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     # import needs any more fails the test, so the list only shrinks.
     ("learner", "agents"): "learner/samples.py reads agents.trajectory.Trajectory; issue 28 part 2 moves "
                            "Trajectory into aes_proto",
-    ("sandbox", "domains"): "images.py resolves domain base images (registry.by_image), trial.py and "
-                            "validation.py ask domain_of for the startup command; passing them in needs "
-                            "agents/solver.py and aes_cli to pass them (issue 28 parts 2 and 4 own those files)",
 }
 
 
