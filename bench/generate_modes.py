@@ -30,7 +30,9 @@ from aes_lib.agents.proposer.harness import EpisodeBudget
 from aes_lib.blobstore import open_store
 from aes_lib.bundle import pack
 from aes_lib.models import ChatClient
-from aes_lib.models.serve import LOCAL_MODEL_NAME, spawn
+from aes_lib.checkpoints.bundled import LOCAL_MODEL_NAME
+from aes_lib.models.serve import spawn
+from aes_lib.domains.kinds import DomainKinds
 from aes_lib.sandbox import ImageCache
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,7 +67,7 @@ async def bench(url: str, n: int, tmp: Path) -> list[str]:
     parent = (packed.sha256, store.put_content("bundles", packed.data, suffix=".tar.gz"))
     budget = EpisodeBudget().with_loop(max_turns=3, max_tokens=192)
     baseline = BaselineLimits(max_tokens=384, max_revisions=1)
-    images = ImageCache()
+    images = ImageCache(kinds=DomainKinds())
     rows, stats = [], {}
     for mode in MODES:
         async with ChatClient(url, LOCAL_MODEL_NAME) as client, ChatClient(url, LOCAL_MODEL_NAME) as solver:

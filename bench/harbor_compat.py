@@ -42,9 +42,10 @@ def compatible(oracle: HarborJob, nop: HarborJob) -> bool:
 async def _ours(paths: list[Path]):
     import docker
 
+    from aes_lib.domains.kinds import DomainKinds
     from aes_lib.sandbox import ImageCache, validate_task
 
-    images = ImageCache(docker.from_env())
+    images = ImageCache(docker.from_env(), kinds=DomainKinds())
     return [await validate_task(p, images) for p in paths]
 
 

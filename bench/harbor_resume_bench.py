@@ -26,13 +26,15 @@ RUN = """
 import asyncio, sys
 from pathlib import Path
 import docker
+from aes_lib.domains.kinds import DomainKinds
 from aes_lib.sandbox import ImageCache
 from aes_ops.seeding import validate_dataset
 root, journal, log, scratch = map(Path, sys.argv[1:5])
 def progress(src, line):
     with log.open("a") as f:
         f.write(f"{src.name} {line}\\n")
-tasks, _ = asyncio.run(validate_dataset(root, ImageCache(docker.from_env()), scratch, jobs=2, journal=journal,
+tasks, _ = asyncio.run(validate_dataset(root, ImageCache(docker.from_env(), kinds=DomainKinds()),
+                                        scratch, jobs=2, journal=journal,
                                         progress=progress))
 print(sum(t.report.ok for t in tasks), len(tasks))
 """

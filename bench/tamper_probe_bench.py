@@ -24,6 +24,7 @@ from pathlib import Path
 
 import docker
 
+from aes_lib.domains.kinds import DomainKinds
 from aes_lib.sandbox import ImageCache, validate_task
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,7 +33,7 @@ TASKS = [ROOT / "tests/sandbox/tasks/echo", ROOT / "seeds/csv-sales-rollup", ROO
 
 
 async def main(tasks: list[Path], repeats: int) -> str:
-    images = ImageCache(docker.from_env())
+    images = ImageCache(docker.from_env(), kinds=DomainKinds())
     rows = []
     for task in tasks:
         said: list[str] = []

@@ -119,7 +119,7 @@ def _union(intervals: list[tuple[float, float]]) -> float:
 def _timed_client(url: str, calls: list[tuple[float, float]]):
     """A ChatClient whose every chat call (cancelled ones included) is recorded in ``calls``."""
     from aes_lib.models import ChatClient
-    from aes_lib.models.serve import LOCAL_MODEL_NAME
+    from aes_lib.checkpoints.bundled import LOCAL_MODEL_NAME
 
     client = ChatClient(url, LOCAL_MODEL_NAME)  # the torch engine answers to any model name
     chat = client.chat
@@ -174,7 +174,7 @@ async def run_level(engine: str, url: str, task, images, store, concurrency: int
 
 async def warm(url: str) -> None:
     from aes_lib.models import ChatClient
-    from aes_lib.models.serve import LOCAL_MODEL_NAME
+    from aes_lib.checkpoints.bundled import LOCAL_MODEL_NAME
 
     async with ChatClient(url, LOCAL_MODEL_NAME) as c:
         await c.chat([{"role": "user", "content": "Say hi."}], max_tokens=8, temperature=1.0)
@@ -373,6 +373,7 @@ async def main_async() -> None:
     from aes_lib.config import Settings
     from aes_lib.learner.base_model import bundled_base_model
     from aes_lib.models.serve import spawn
+    from aes_lib.domains.kinds import DomainKinds
     from aes_lib.sandbox import ImageCache
 
     header = machine() + [f"- load average at start: {load_avg()} (1/5/15 min; the machine is shared)"]
@@ -384,7 +385,7 @@ async def main_async() -> None:
     model_dir = bundled_base_model(Settings.from_env().home)
     log(f"transformers export of SmolLM2-135M: {model_dir} ({time.monotonic() - t0:.1f} s)")
     task = Task.load(TASK_DIR)
-    images = ImageCache()
+    images = ImageCache(kinds=DomainKinds())
     t0 = time.monotonic()
     await images.build(task)
     log(f"task image ready ({time.monotonic() - t0:.1f} s)")

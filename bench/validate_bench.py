@@ -44,6 +44,7 @@ from aes_ops import stack  # noqa: E402
 from aes_lib.bundle import Task, pack  # noqa: E402
 from aes_lib.bus import Bus  # noqa: E402
 from aes_lib.config import Settings  # noqa: E402
+from aes_lib.domains.kinds import DomainKinds
 from aes_lib.sandbox import ImageCache, environment_hash, validate_task  # noqa: E402
 from aes_lib.sandbox.images import IMAGE_REPO  # noqa: E402
 
@@ -161,7 +162,7 @@ def floor(task: Task, build: bool) -> float:
 
 
 async def per_task(paths: list[Path], client: docker.DockerClient, harbor: bool) -> list[Row]:
-    images = ImageCache(client)
+    images = ImageCache(client, kinds=DomainKinds())
     rows = []
     for path in paths:
         task = Task.load(path)

@@ -196,9 +196,10 @@ def harbor() -> Path:
 @pytest.fixture(scope="module")
 def images(docker_client):
     """An ``ImageCache`` on the local Docker engine (per module)."""
+    from aes_lib.domains.kinds import DomainKinds
     from aes_lib.sandbox import ImageCache
 
-    return ImageCache(docker_client)
+    return ImageCache(docker_client, kinds=DomainKinds())
 
 
 @pytest.fixture(scope="session")

@@ -33,14 +33,18 @@ import requests.exceptions
 import urllib3.exceptions
 
 from aes_lib.blobstore.errors import BlobCorruptError, BlobNotFoundError
-from aes_lib.models.client import ModelUnavailableError
 
 T = TypeVar("T")
 Fault = Literal["transient", "error"]
 
 
 class TransientError(Exception):
-    """An infrastructure fault a later attempt may not meet; never a verdict on a candidate."""
+    """An infrastructure fault a later attempt may not meet; never a verdict on a candidate.
+
+    An error class of a module this one must not import (it sits below them all) says the same
+    with a class attribute ``transient = True`` (the model client's ``ModelUnavailableError``)."""
+
+    transient = True
 
 
 class DeadlineExceeded(TransientError):
@@ -49,7 +53,6 @@ class DeadlineExceeded(TransientError):
 
 _S3_TRANSIENT = {"InternalError", "ServiceUnavailable", "SlowDown", "RequestTimeout", "503", "500"}
 _TRANSIENT_TYPES: tuple[type[BaseException], ...] = (
-    TransientError,
     # A reference the pipeline itself issued no longer reads back: the store lost or
     # garbled it (or is mid-restart). The proposer is not at fault.
     BlobNotFoundError,
@@ -61,7 +64,6 @@ _TRANSIENT_TYPES: tuple[type[BaseException], ...] = (
     requests.exceptions.ConnectionError,
     requests.exceptions.Timeout,
     httpx.TransportError,
-    ModelUnavailableError,
     nats.errors.TimeoutError,
     nats.errors.ConnectionClosedError,
     nats.errors.NoServersError,
@@ -72,7 +74,7 @@ _TRANSIENT_TYPES: tuple[type[BaseException], ...] = (
 def classify(exc: BaseException) -> Fault:
     """``transient`` for infrastructure faults (see the module docstring), else ``error``."""
     for e in _chain(exc):
-        if isinstance(e, _TRANSIENT_TYPES):
+        if getattr(type(e), "transient", False) is True or isinstance(e, _TRANSIENT_TYPES):
             return "transient"
         if isinstance(e, docker.errors.APIError) and not isinstance(e, docker.errors.NotFound):
             if e.status_code is None or e.status_code >= 500 or e.status_code == 429:

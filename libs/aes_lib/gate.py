@@ -36,6 +36,7 @@ from aes_lib.service import Context, Service
 
 if TYPE_CHECKING:
     from aes_lib.sandbox import ImageCache, LimitCaps
+    from aes_lib.sandbox.kinds import TaskKinds
 
 log = logging.getLogger(__name__)
 
@@ -151,13 +152,18 @@ class SandboxGate(Gate):
         """Resource caps of its containers (None: the sandbox's defaults)."""
         self.limits = limits
 
+    @abc.abstractmethod
+    def task_kinds(self) -> "TaskKinds":
+        """The kinds of task (the domains, which sit above this floor) its image cache builds
+        and starts tasks with."""
+
     async def setup(self, ctx: Context) -> None:
         import docker
 
         from aes_lib.sandbox import ImageCache, reap_async
 
         if self.images is None:
-            self.images = ImageCache(await asyncio.to_thread(docker.from_env))
+            self.images = ImageCache(await asyncio.to_thread(docker.from_env), kinds=self.task_kinds())
         try:
             removed = await reap_async(self.images.client)
         except docker.errors.DockerException as e:  # cleanup is best effort: never a reason not to start

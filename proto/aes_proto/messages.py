@@ -76,7 +76,11 @@ class ProposalRef(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fiel
 
 Direction = Literal["new", "easier", "harder", "revise"]
 Role = Literal["solver", "proposer"]
-GenerationMode = Literal["prompt", "feedback", "agent", "seed"]
+ProposerMode = Literal["prompt", "feedback", "agent"]
+"""How a proposer builds an environment: the modes a planner may assign, each a generator of
+``aes_lib.agents.proposer.boundary``."""
+GenerationMode = Literal[ProposerMode, "seed"]
+"""Where a task came from: a proposer's mode, or ``seed`` for the bundled tasks."""
 
 
 class Lineage(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):

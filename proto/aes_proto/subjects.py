@@ -58,9 +58,6 @@ SERVING_VERSION = "aes.policy.serving"
 LEARNER_STATS = "aes.learner.stats"
 DEAD_LETTER_PREFIX = "aes.dlq"
 
-DEFAULT_ROUTE: tuple[str, ...] = ("validate", "contamination", "review", "reset", "calibrate")
-"""Admission stages in order; the last one decides."""
-
 # Streams. Work-queue streams hand each message to exactly one replica of the
 # consuming service; limits streams keep history that several readers replay.
 STREAMS: dict[str, dict] = {

@@ -17,6 +17,7 @@ from aes_proto.messages import CalibrationResult, CandidateEnv, DeadLetter, Line
 
 from aes_lib.domains import get as get_domain
 from aes_lib.flywheel.status import outcome_label
+from aes_lib.domains.kinds import DomainKinds
 from aes_lib.sandbox import ImageCache, ValidationReport, validate_task
 from aes_ops.rounds import BusFeed, describe
 from aes_ops.seeding import seed_entry
@@ -26,7 +27,7 @@ async def validate_seeds(dirs: Sequence[Path], out: Callable[[str], None], jobs:
     one line each as they finish."""
     import docker
 
-    images = ImageCache(await asyncio.to_thread(docker.from_env))
+    images = ImageCache(await asyncio.to_thread(docker.from_env), kinds=DomainKinds())
     sem = asyncio.Semaphore(jobs)
 
     async def one(d: Path) -> ValidationReport:

@@ -31,6 +31,7 @@ from aes_lib.agents.proposer.candidate import (
     store_bundle,
 )
 from aes_lib.models import ChatClient, chat_client
+from aes_lib.domains.kinds import DomainKinds
 from aes_lib.sandbox import ImageCache
 from aes_lib.service import Context, Service
 from aes_proto import subjects
@@ -72,7 +73,7 @@ class ProposerService(Service[Assignment]):
         self.resources = Resources(
             client=proposer_client(ctx.settings),
             store=ctx.blobs,
-            images=ImageCache(),
+            images=ImageCache(kinds=DomainKinds()),
             state_file=Path(ctx.settings.home) / "proposer" / "state.tar.gz",
             solver_client=chat_client(ctx.settings) if ctx.settings.model_url else None,
             budget=config.budget(),

@@ -12,6 +12,7 @@ from aes_proto.messages import CandidateEnv, Verdict
 
 from aes_lib.bundle import Task
 from aes_lib.gate import Gate, Judgement
+from aes_lib.domains.kinds import DomainKinds
 from aes_lib.sandbox import ImageCache
 from aes_lib.sandbox.reset import ResetReport, check_reset
 from aes_lib.service import Context
@@ -28,7 +29,7 @@ class ResetGateService(Gate):
     """Two uncached builds, each capped at 1800 s, two snapshots, then the reference solution's trial."""
 
     async def setup(self, ctx: Context) -> None:
-        self.images = ImageCache(await asyncio.to_thread(docker.from_env))
+        self.images = ImageCache(await asyncio.to_thread(docker.from_env), kinds=DomainKinds())
         self.extra_paths = ctx.settings.reset_paths
 
     async def judge(self, task: Task, candidate: CandidateEnv, ctx: Context) -> Judgement:

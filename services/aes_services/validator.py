@@ -17,6 +17,7 @@ from aes_proto.messages import CandidateEnv, ValidationResult, Verdict
 
 from aes_lib import faults
 from aes_lib.bundle import Task
+from aes_lib.domains.kinds import DomainKinds
 from aes_lib.gate import Judgement, SandboxGate
 from aes_lib.sandbox import ValidationReport, validate_task
 from aes_lib.service import Context
@@ -29,6 +30,9 @@ class ValidatorService(SandboxGate):
     name = "validator"
     budget = 3600.0
     """A cold build may take up to the 1800 s build cap, then two trials."""
+
+    def task_kinds(self) -> DomainKinds:
+        return DomainKinds()
 
     async def judge(self, task: Task, candidate: CandidateEnv, ctx: Context) -> Judgement:
         assert self.images is not None, "setup() not run"

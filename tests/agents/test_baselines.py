@@ -12,6 +12,7 @@ from aes_lib.agents.trajectory import load_trajectory
 from aes_lib.blobstore import open_store
 from aes_lib.bundle import unpack
 from aes_lib.models import ChatClient
+from aes_lib.domains.kinds import DomainKinds
 from aes_lib.sandbox import ImageCache, VERIFIER_TEMPLATE, validate_task
 from aes_proto.messages import Assignment, Lineage
 
@@ -45,14 +46,14 @@ async def test_prompt_mode_one_call_nothing_executed(tmp_path):
     assert "=== FILE: instruction.md ===" in srv.requests[0]["messages"][1]["content"]  # the format example
     assert load_trajectory(store, gen.trajectory_ref).stop_reason == "submitted"
     # nothing was run: the broken solution is only found by validating afterwards
-    report = await validate_task(task_dir, ImageCache())
+    report = await validate_task(task_dir, ImageCache(kinds=DomainKinds()))
     assert report.reason == "oracle_failed"
 
 
 async def test_feedback_mode_revises_after_validation_logs(tmp_path):
     with ReplayServer(["no files here", format_files(BROKEN), format_files(GOOD)]) as srv:
-        gen = await generate(A, ChatClient(srv.url, "replay"), _store(tmp_path), mode="feedback", images=ImageCache(),
-                             limits=BaselineLimits(max_revisions=2))
+        gen = await generate(A, ChatClient(srv.url, "replay"), _store(tmp_path), mode="feedback",
+                             images=ImageCache(kinds=DomainKinds()), limits=BaselineLimits(max_revisions=2))
     assert len(srv.requests) == 3
     assert "could not be used: format_error" in srv.requests[1]["messages"][-1]["content"]
     feedback = srv.requests[2]["messages"][-1]["content"]
@@ -62,7 +63,7 @@ async def test_feedback_mode_revises_after_validation_logs(tmp_path):
 
 async def test_feedback_mode_gives_up_after_revisions(tmp_path):
     with ReplayServer([format_files(BROKEN)] * 2) as srv:
-        gen = await generate(A, ChatClient(srv.url, "replay"), _store(tmp_path), mode="feedback", images=ImageCache(),
-                             limits=BaselineLimits(max_revisions=1))
+        gen = await generate(A, ChatClient(srv.url, "replay"), _store(tmp_path), mode="feedback",
+                             images=ImageCache(kinds=DomainKinds()), limits=BaselineLimits(max_revisions=1))
     assert len(srv.requests) == 2 and not srv.errors
     assert gen.report.reason == "oracle_failed"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import get_args
+
 import pytest
 
 from aes_lib.agents.proposer.baselines import BaselineLimits
@@ -10,12 +12,12 @@ from aes_lib.agents.proposer.harness import EpisodeBudget
 from aes_lib.agents.proposer.proposal import Proposal
 from aes_lib.agents.trajectory import Trajectory
 from aes_lib.flywheel.config import FlywheelConfig, FlywheelConfigError
-from aes_proto.messages import BlobRef
+from aes_proto.messages import BlobRef, ProposerMode
 from aes_lib.agents.proposer.config import ProposerConfig
 
 
 def test_modes_are_the_registry_and_the_flywheel_accepts_exactly_them():
-    assert MODES == tuple(GENERATORS) == ("prompt", "feedback", "agent")
+    assert MODES == tuple(GENERATORS) == get_args(ProposerMode) == ("prompt", "feedback", "agent")
     for mode in MODES:
         assert FlywheelConfig(generation_mode=mode).generation_mode == mode
     with pytest.raises(FlywheelConfigError):

@@ -1,6 +1,7 @@
 """Reading actions out of model replies, including a tiny model's junk."""
 
-from aes_lib.agents.parse import DONE_MARKER, parse_action, truncate
+from aes_lib.agents.parse import DONE_MARKER, parse_action
+from aes_lib.text import truncate
 
 
 def test_fenced_command():

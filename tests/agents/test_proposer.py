@@ -19,6 +19,7 @@ from aes_lib.agents.proposer.tools import ProposerTools
 from aes_lib.agents.proposer.workspace import build_workspace
 from aes_lib.agents.trajectory import Trajectory, load_trajectory, store_trajectory
 from aes_lib.bundle import pack, unpack
+from aes_lib.domains.kinds import DomainKinds
 from aes_lib.sandbox import ImageCache
 from aes_proto import subjects
 from aes_proto.codec import decode
@@ -244,10 +245,12 @@ async def test_only_memory_and_tools_persist_and_instructions_stay_the_harness_c
               " && ln -s /etc/passwd memory/link && mkfifo tools/pipe\n```")
     look = "```bash\nhead -1 instructions.md; cat memory/x tools/t.sh; ls memory tools\n```"
     with ReplayServer([tamper, "TASK_DONE"]) as srv:
-        ep1 = await run_episode(a, ChatClient(srv.url, "replay"), None, ImageCache(), store, past=[], state_file=state)
+        ep1 = await run_episode(a, ChatClient(srv.url, "replay"), None, ImageCache(kinds=DomainKinds()),
+                                store, past=[], state_file=state)
     assert ep1.trajectory.turns[0].exit_code == 0 and ep1.packed is None and ep1.failure == "no_submission"
     with ReplayServer([look, "TASK_DONE"]) as srv:
-        ep2 = await run_episode(a, ChatClient(srv.url, "replay"), None, ImageCache(), store, past=[], state_file=state)
+        ep2 = await run_episode(a, ChatClient(srv.url, "replay"), None, ImageCache(kinds=DomainKinds()),
+                                store, past=[], state_file=state)
         first_prompt = srv.requests[0]["messages"][1]["content"]
     out = ep2.trajectory.turns[0].output
     assert out.splitlines()[1] == "# Writing a training environment"  # the harness's copy, not "hacked"

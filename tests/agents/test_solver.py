@@ -14,6 +14,7 @@ from aes_lib.blobstore import open_store
 from aes_lib.bundle import Task
 from aes_lib.models import ChatClient
 from aes_lib.sandbox.container import Limits, Sandbox
+from aes_lib.domains.kinds import DomainKinds
 from aes_lib.sandbox.images import ImageCache
 from aes_proto import subjects
 from aes_proto.messages import RolloutSummary, TrajectoryRef
@@ -82,7 +83,8 @@ async def test_replayed_rollout_scores_and_publishes(tmp_path, bus):
     store = bus.blobs
     with ReplayServer(replies) as srv:
         client = ChatClient(srv.url, "replay")
-        r = await rollout(task, client, ImageCache(), store, LoopLimits(max_turns=5), env_id="seed-csv")
+        r = await rollout(task, client, ImageCache(kinds=DomainKinds()),
+                          store, LoopLimits(max_turns=5), env_id="seed-csv")
         await client.aclose()
     assert r.trajectory.reward == 1.0 and r.trajectory.stop_reason == "done"
     assert "reward" in r.trajectory.verifier_output
@@ -103,7 +105,8 @@ async def test_local_model_rollout_stores_token_ids_and_logprobs(local_model_url
     task = Task.load(SEED)
     store = open_store(f"file://{tmp_path}/blobs")
     async with ChatClient(local_model_url, "smollm2-135m") as client:
-        r = await rollout(task, client, ImageCache(), store, LoopLimits(max_turns=3, max_tokens=96), env_id="seed-csv")
+        r = await rollout(task, client, ImageCache(kinds=DomainKinds()),
+                          store, LoopLimits(max_turns=3, max_tokens=96), env_id="seed-csv")
     t = load_trajectory(store, r.ref)
     assert t == r.trajectory
     assert len(t.turns) >= 1 and t.model == "smollm2-135m"
@@ -121,6 +124,7 @@ async def test_rollouts_run_concurrently_up_to_the_limit(tmp_path):
     store = open_store(f"file://{tmp_path}/blobs")
     with ReplayServer(["TASK_DONE"] * 4, delay_s=0.5) as srv:
         async with ChatClient(srv.url, "replay") as client:
-            done = await run_rollouts([(task, "seed-csv")] * 4, client, ImageCache(), store, LoopLimits(), concurrency=2)
+            done = await run_rollouts([(task, "seed-csv")] * 4, client, ImageCache(kinds=DomainKinds()),
+                                      store, LoopLimits(), concurrency=2)
     assert len({r.trajectory.rollout_id for r in done}) == 4 and all(r.trajectory.reward == 0.0 for r in done)
     assert 1 <= srv.peak_in_flight <= 2

@@ -83,7 +83,7 @@ async def test_browse_explains_failed_actions(images):
     task = Task.load(SEEDS["resolve-support-case"])
     image = await images.build(task)
     async with Sandbox.start(image, Limits(memory_mb=2048), client=images.client) as sb:
-        assert (await start_services(sb, task)).exit_code == 0
+        assert (await start_services(sb, DOMAIN.startup)).exit_code == 0
 
         async def browse(args: str):
             return await sb.exec(f"browse {APP_URL}cases {args}", timeout=120, user="clerk")

@@ -22,8 +22,9 @@ from aes_lib.bundle import Task
 from aes_lib.domains import domain_of, get
 from aes_lib.domains.gpu_kernels.gate import GpuKernelsGate
 from aes_lib.gate import Judgement
+from aes_lib.domains.kinds import DomainKinds
 from aes_lib.sandbox import VERIFIER_TEMPLATE, ImageCache, validate_task
-from aes_lib.sandbox.images import gpu_engine, referenced_domains
+from aes_lib.sandbox.images import base_images, gpu_engine
 
 ROOT = Path(__file__).resolve().parents[2]
 DOMAIN = get("gpu-kernels")
@@ -47,7 +48,7 @@ def images():
     client = docker.from_env()
     if gpu_engine(client):
         pytest.fail("this Docker engine has a GPU runtime: these tests are about a machine without one")
-    return ImageCache(client)
+    return ImageCache(client, kinds=DomainKinds())
 
 
 def copy_seed(tmp_path: Path, seed: str = "fused-rmsnorm") -> Path:
@@ -71,7 +72,7 @@ def test_seed_loads_as_an_offline_gpu_task(seed):
     assert domain_of(task) is DOMAIN
     env = task.config.environment
     assert env.gpus == 1 and env.allow_internet is False
-    assert referenced_domains(task.environment_dir / "Dockerfile") == [DOMAIN]
+    assert base_images(task.environment_dir / "Dockerfile", DomainKinds()) == [DOMAIN.image]
     assert not re.search(r"^\s*RUN\b", (task.environment_dir / "Dockerfile").read_text(), re.M)
     assert (task.root / "tests/test.sh").read_bytes() == (VERIFIER_TEMPLATE / "test.sh").read_bytes()
     assert "/app/kernel.py" in task.instruction and f"def {KERNELS[seed]}(" in task.instruction

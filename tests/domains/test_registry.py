@@ -19,6 +19,7 @@ from aes_lib.domains import TERMINAL, UnknownDomainError, domain_of, get, names
 from aes_lib.domains.base import Domain
 from aes_lib.domains.gate import DomainGate
 from aes_lib.flywheel.status import render, summarize
+from aes_lib.domains.kinds import DomainKinds
 from aes_lib.sandbox import ImageCache, validate_task
 from aes_lib.sandbox.images import DOMAIN_RECIPE_LABEL
 
@@ -112,7 +113,7 @@ def _copy_seed(tmp_path: Path, seed: str, metadata: str = "") -> Path:
 
 @pytest.mark.docker
 def test_a_task_of_an_unknown_domain_or_without_a_gpu_gets_a_clear_verdict(tmp_path):
-    images = ImageCache()
+    images = ImageCache(kinds=DomainKinds())
     unknown = asyncio.run(validate_task(_copy_seed(tmp_path, "fix-permissions", 'domain = "chemistry"\n'), images))
     assert (unknown.ok, unknown.reason) == (False, "unknown_domain") and "chemistry" in unknown.detail
     gpu = _copy_seed(tmp_path / "g", "fix-permissions")
@@ -127,15 +128,25 @@ def test_a_domain_image_is_built_once_per_recipe(tmp_path):
     recipe = tmp_path / "image" / "Dockerfile"
     recipe.write_text("FROM aes-base:latest\nRUN echo one > /etc/aes-domain-test\n")
     domain = Domain(name=f"test-{tmp_path.name[-8:].lower()}", title="Test", root=tmp_path)
-    images = ImageCache()
+
+    class Unregistered:
+        """The kinds of this one domain, which no registry holds."""
+
+        def recipe(self, image: str) -> Path | None:
+            return domain.image_dir if image == domain.image else None
+
+        def startup(self, task: Task) -> str | None:
+            return domain.startup
+
+    images = ImageCache(kinds=Unregistered())
     try:
-        first = asyncio.run(images.domain_image(domain))
+        first = asyncio.run(images.base_image(domain.image))
         built = images.client.images.get(domain.image)
         assert built.labels[DOMAIN_RECIPE_LABEL] == first
-        assert asyncio.run(images.domain_image(domain)) == first
+        assert asyncio.run(images.base_image(domain.image)) == first
         assert images.client.images.get(domain.image).id == built.id  # same recipe: not rebuilt
         recipe.write_text("FROM aes-base:latest\nRUN echo two > /etc/aes-domain-test\n")
-        second = asyncio.run(images.domain_image(domain))
+        second = asyncio.run(images.base_image(domain.image))
         assert second != first and images.client.images.get(domain.image).id != built.id
     finally:
         with contextlib.suppress(docker.errors.ImageNotFound):  # a failed build left none

@@ -89,7 +89,7 @@ async def test_aes_call_types_and_errors_in_a_container(images):
     task = Task.load(SEEDS[TICKETS])
     image = await images.build(task)
     async with Sandbox.start(image, Limits(), client=images.client) as sb:
-        up = await start_services(sb, task)
+        up = await start_services(sb, DOMAIN.startup)
         assert up is not None and up.exit_code == 0, up.output
 
         async def call(args: str):

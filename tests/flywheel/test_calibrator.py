@@ -19,6 +19,7 @@ from aes_lib.bundle import pack
 from aes_lib.flywheel.config import FlywheelConfig
 from aes_lib.flywheel.runners.trial_runner import TrialRolloutRunner
 from aes_lib.models import ChatClient
+from aes_lib.domains.kinds import DomainKinds
 from aes_lib.sandbox import ImageCache
 from aes_services.calibrator import CalibratorService
 
@@ -46,7 +47,8 @@ def _candidate(bus, revision=0, mode="agent"):
 
 
 def _runner(url, bus, tmp_path):
-    return TrialRolloutRunner(ChatClient(url, "replay"), ImageCache(), bus.blobs, LoopLimits(max_turns=4), tmp_path)
+    return TrialRolloutRunner(ChatClient(url, "replay"), ImageCache(kinds=DomainKinds()),
+                              bus.blobs, LoopLimits(max_turns=4), tmp_path)
 
 
 async def test_admits_a_task_the_solver_solves_half_the_time(fresh_nats, bus, tmp_path):

@@ -10,6 +10,7 @@ from aes_lib.bundle import pack
 from aes_lib.flywheel.config import FlywheelConfig
 from aes_lib.flywheel.runners.trial_runner import TrialRolloutRunner
 from aes_lib.models import ChatClient
+from aes_lib.domains.kinds import DomainKinds
 from aes_lib.sandbox import ImageCache
 from aes_ops.demo import seed_candidate, shortcomings, through_gates
 from aes_ops.seeding import SEEDS_DIR
@@ -48,7 +49,8 @@ def test_nothing_to_say_when_the_model_did_its_part():
 async def test_a_seed_goes_through_the_route_and_its_stages_are_told(fresh_nats, bus, tmp_path):
     give_up = ["TASK_DONE"] * 4
     with ReplayServer(give_up) as srv:
-        runner = TrialRolloutRunner(ChatClient(srv.url, "replay"), ImageCache(), bus.blobs, LoopLimits(max_turns=2),
+        runner = TrialRolloutRunner(ChatClient(srv.url, "replay"), ImageCache(kinds=DomainKinds()),
+                                    bus.blobs, LoopLimits(max_turns=2),
                                     tmp_path)
         async with running(fresh_nats, CalibratorService(runner, FlywheelConfig())):
             candidate = seed_candidate(SEEDS_DIR / "csv-sales-rollup", bus.blobs, ("calibrate",))

@@ -137,6 +137,7 @@ async def test_rollouts_of_a_pool_seed_get_the_network_it_asks_for(bus, tmp_path
     from aes_lib.bundle import pack
     from aes_lib.flywheel.runners.trial_runner import TrialRolloutRunner
     from aes_lib.models import ChatClient
+    from aes_lib.domains.kinds import DomainKinds
     from aes_lib.sandbox import ImageCache
     from aes_lib.sandbox.container import remove_egress_network
 
@@ -156,7 +157,7 @@ async def test_rollouts_of_a_pool_seed_get_the_network_it_asks_for(bus, tmp_path
     packed = pack(root)
     ref = bus.blobs.put_bytes(f"bundles/sha256/{packed.sha256}.tar.gz", packed.data)
     with ReplayServer(replies=[GIVE_UP_ONE, GIVE_UP_ONE]) as model:
-        runner = TrialRolloutRunner(ChatClient(model.url, "replay"), ImageCache(), bus.blobs,
+        runner = TrialRolloutRunner(ChatClient(model.url, "replay"), ImageCache(kinds=DomainKinds()), bus.blobs,
                                     LoopLimits(max_turns=1), tmp_path)
         try:
             generated = await runner.run(ref, packed.sha256, "as-generated")

@@ -18,6 +18,7 @@ from aes_lib.blobstore import BlobCorruptError, BlobNotFoundError
 from aes_lib.bus import Backoff, Bus, dead_letter_subject, run_service
 from aes_lib.bus.health import problems, read_health
 from aes_lib.config import Settings
+from aes_lib.models import ModelRequestError, ModelUnavailableError
 from aes_lib.service import Context, Service
 
 from .helpers import assignment, eventually
@@ -28,6 +29,7 @@ FAST = Backoff(first=0.05, cap=0.2)
 @pytest.mark.parametrize("exc", [
     BlobNotFoundError("gone"), BlobCorruptError("garbled"), ConnectionRefusedError(), TimeoutError(),
     faults.DeadlineExceeded("slow"), docker.errors.APIError("busy", response=type("R", (), {"status_code": 503})()),
+    ModelUnavailableError("endpoint down after every retry"),
 ])
 def test_infrastructure_faults_are_transient(exc: Exception) -> None:
     assert faults.classify(exc) == "transient"
@@ -37,6 +39,7 @@ def test_bugs_and_client_errors_are_not_transient() -> None:
     not_found = docker.errors.NotFound("no such image", response=type("R", (), {"status_code": 404})())
     assert faults.classify(ValueError("bug")) == "error"
     assert faults.classify(not_found) == "error"
+    assert faults.classify(ModelRequestError("HTTP 400")) == "error"
 
 
 def test_a_wrapped_fault_keeps_its_class_but_mere_context_does_not() -> None:

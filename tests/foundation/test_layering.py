@@ -1,15 +1,26 @@
-"""The layers import downward only: proto <- aes_lib <- services <- operator tools and CLI.
+"""The layers import downward only, between the packages and inside ``aes_lib``.
 
-A library module that imports a service or the CLI makes every service carry the
-operator's code (and its import cycles); the wire contract imports nothing of ours.
+Between packages: proto <- aes_lib <- services <- operator tools and CLI. A library module
+that imports a service or the CLI makes every service carry the operator's code (and its
+import cycles); the wire contract imports nothing of ours.
+
+Inside ``aes_lib``: the floors of ``FLOORS`` (docs/ARCHITECTURE.md, "Floors inside aes_lib"
+says why each sits where it does). A unit (a top-level folder or module, or a sub-package
+``SUBUNITS`` names) imports only units on its own floor or below, and no two units import
+each other. Every import counts: inside functions and under ``TYPE_CHECKING`` too, as each
+is knowledge of the module it names.
 """
 
+from __future__ import annotations
+
 import ast
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+LIB = ROOT / "libs" / "aes_lib"
 FORBIDDEN = {
     "proto/aes_proto": ("aes_lib", "aes_services", "aes_ops", "aes_cli", "kernels"),
     "libs/aes_lib": ("aes_services", "aes_ops", "aes_cli"),
@@ -17,21 +28,238 @@ FORBIDDEN = {
     "services/aes_ops": ("aes_cli",),
 }
 
+FLOORS: tuple[frozenset[str], ...] = tuple(map(frozenset, (
+    # 0 ground: settings, bundles, storage, observability, the fault policy, small shared types
+    {"config", "bundle", "blobstore", "checkpoints", "telemetry", "logs", "faults", "text", "tools"},
+    # 1 machinery: messaging and the Docker sandbox; neither knows a domain, a model or a policy
+    {"service", "bus", "admission", "sandbox"},
+    # 2 training: batches, advantages, DPPO, the checkpoints it publishes
+    {"learner"},
+    # 3 models: endpoints, the chat client, engines that serve the learner's weights
+    {"models"},
+    # 4 rules and judges: the flywheel's pure rules, n-gram index, rubric review, metric series
+    {"flywheel", "contamination", "review", "tracking"},
+    # 5 the admission stage base
+    {"gate"},
+    # 6 domains as plug-ins: tools, prompts, images, their gates
+    {"domains"},
+    # 7 agents: the solver and the proposer, which use the domains
+    {"agents"},
+    # 8 what carries the flywheel's rules out with agents, sandbox and bus
+    {"flywheel.runners"},
+    # 9 assembly: every settings class in one place
+    {"runconfig", "settings_table"},
+)))
+SUBUNITS = ("flywheel.runners",)
+"""Sub-packages that are units of their own (on a floor other than their parent's)."""
 
-def _imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(), filename=str(path))
-    out: set[str] = set()
-    for node in ast.walk(tree):
+ALLOWED: dict[tuple[str, str], str] = {
+    # Each entry: an upward import that is known, and what removes it. An entry that no
+    # import needs any more fails the test, so the list only shrinks.
+    ("learner", "agents"): "learner/samples.py reads agents.trajectory.Trajectory; issue 28 part 2 moves "
+                           "Trajectory into aes_proto",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Import:
+    """One import statement's arrow between two units, and where it is."""
+
+    source: str
+    target: str
+    file: str
+    line: int
+    module: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.source} -> {self.target} ({self.module})"
+
+
+def unit_of(module: str) -> str | None:
+    """The unit of ``aes_lib.x.y...`` (``x``, or a ``SUBUNITS`` entry it is in); None outside aes_lib."""
+    parts = module.split(".")
+    if parts[0] != "aes_lib" or len(parts) < 2:
+        return None
+    rest = ".".join(parts[1:])
+    for sub in SUBUNITS:
+        if rest == sub or rest.startswith(sub + "."):
+            return sub
+    return parts[1]
+
+
+def _module_name(path: Path, root: Path) -> tuple[str, list[str]]:
+    """The dotted name of ``path`` under ``root``'s parent, and the package it resolves relative imports in."""
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+        return ".".join(parts), parts
+    return ".".join(parts), parts[:-1]
+
+
+def imports_of(path: Path, root: Path = LIB) -> list[Import]:
+    """Every arrow from ``path``'s unit to another unit of the library rooted at ``root``."""
+    name, package = _module_name(path, root)
+    source = unit_of(name) or name  # the package root is a unit no floor lists: it must import nothing
+    out: list[Import] = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        targets: list[str] = []
         if isinstance(node, ast.Import):
-            out.update(a.name.split(".")[0] for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            out.add(node.module.split(".")[0])
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else []))
+            # ``from aes_lib import models`` names a unit in the imported names
+            targets = [base, *(f"{base}.{a.name}" for a in node.names)] if base != "aes_lib" else \
+                [f"{base}.{a.name}" for a in node.names]
+        seen: set[str] = set()
+        for module in targets:
+            target = unit_of(module)
+            if target and target != source and target not in seen:
+                seen.add(target)
+                out.append(Import(source, target, str(path.relative_to(root.parent)), node.lineno, module))
     return out
+
+
+def library_imports(root: Path = LIB) -> list[Import]:
+    files = sorted(root.rglob("*.py"))
+    assert files, f"no modules under {root}"
+    return [i for f in files for i in imports_of(f, root)]
+
+
+def floor_of(unit: str, floors: tuple[frozenset[str], ...] = FLOORS) -> int:
+    for n, members in enumerate(floors):
+        if unit in members:
+            return n
+    raise LookupError(f"{unit} is on no floor: add it to FLOORS and docs/ARCHITECTURE.md")
+
+
+def unplaced(imports: list[Import], units: set[str], floors: tuple[frozenset[str], ...] = FLOORS) -> list[str]:
+    """Units of the library that no floor names."""
+    placed = set().union(*floors)
+    return sorted({u for u in units if u not in placed} | {u for i in imports for u in (i.source, i.target)
+                                                            if u not in placed})
+
+
+def upward(imports: list[Import], floors: tuple[frozenset[str], ...] = FLOORS,
+           allowed: dict[tuple[str, str], str] = ALLOWED) -> list[Import]:
+    """Imports of a unit on a higher floor, bar the allowed ones."""
+    return [i for i in imports if (i.source, i.target) not in allowed
+            and floor_of(i.target, floors) > floor_of(i.source, floors)]
+
+
+def mutual(imports: list[Import], allowed: dict[tuple[str, str], str] = ALLOWED) -> list[tuple[Import, Import]]:
+    """Pairs of units that import each other (bar those an allowed import makes): one import
+    each way, as evidence."""
+    first: dict[tuple[str, str], Import] = {}
+    for i in imports:
+        first.setdefault((i.source, i.target), i)
+    return [(i, first[(b, a)]) for (a, b), i in sorted(first.items())
+            if a < b and (b, a) in first and (a, b) not in allowed and (b, a) not in allowed]
+
+
+def _units(root: Path = LIB) -> set[str]:
+    units = {unit_of(_module_name(f, root)[0]) for f in root.rglob("*.py")}
+    return {u for u in units if u}
 
 
 @pytest.mark.parametrize("package", sorted(FORBIDDEN))
 def test_no_module_imports_a_layer_above_it(package: str) -> None:
+    def tops(path: Path) -> set[str]:
+        out: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                out.update(a.name.split(".")[0] for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                out.add(node.module.split(".")[0])
+        return out
+
     files = sorted((ROOT / package).rglob("*.py"))
     assert files, f"no modules under {package}"
-    upward = {str(f.relative_to(ROOT)): sorted(_imports(f) & set(FORBIDDEN[package])) for f in files}
-    assert {f: names for f, names in upward.items() if names} == {}
+    found = {str(f.relative_to(ROOT)): sorted(tops(f) & set(FORBIDDEN[package])) for f in files}
+    assert {f: names for f, names in found.items() if names} == {}
+
+
+def test_every_unit_of_the_library_has_a_floor() -> None:
+    assert unplaced(library_imports(), _units()) == [], "add it to FLOORS and docs/ARCHITECTURE.md"
+    assert sum(len(f) for f in FLOORS) == len(set().union(*FLOORS)), "a unit on two floors"
+
+
+def test_no_import_runs_up_a_floor() -> None:
+    found = upward(library_imports())
+    assert not found, "imports that run up a floor:\n" + "\n".join(map(str, found))
+
+
+def test_no_two_units_import_each_other() -> None:
+    found = mutual(library_imports())
+    assert not found, "units that import each other:\n" + "\n".join(f"{a}\n  <-> {b}" for a, b in found)
+
+
+def test_every_allowed_upward_import_still_exists() -> None:
+    arrows = {(i.source, i.target) for i in library_imports()}
+    assert sorted(set(ALLOWED) - arrows) == [], "that import is gone: remove its ALLOWED entry"
+    assert all(floor_of(t) > floor_of(s) for s, t in ALLOWED), "an ALLOWED entry that does not run up"
+
+
+# -- tests of the checks above, on a planted library --------------------------------------------
+
+PLANTED_FLOORS = tuple(map(frozenset, ({"config"}, {"sandbox"}, {"domains"})))
+
+
+def _plant(tmp_path: Path, files: dict[str, str]) -> Path:
+    root = tmp_path / "aes_lib"
+    for name, text in {"__init__.py": "", **files}.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+def test_a_planted_upward_import_is_named(tmp_path: Path) -> None:
+    root = _plant(tmp_path, {
+        "config.py": "",
+        "domains/__init__.py": "from aes_lib.sandbox import trial\n",
+        "sandbox/__init__.py": "",
+        "sandbox/trial.py": "import os\n\n\ndef startup():\n    from aes_lib.domains.registry import domain_of\n",
+    })
+    found = upward(library_imports(root), PLANTED_FLOORS, allowed={})
+    assert [str(i) for i in found] == [
+        "aes_lib/sandbox/trial.py:5: sandbox -> domains (aes_lib.domains.registry)"]
+    assert upward(library_imports(root), PLANTED_FLOORS, allowed={("sandbox", "domains"): "planted"}) == []
+
+
+def test_relative_and_package_imports_count(tmp_path: Path) -> None:
+    root = _plant(tmp_path, {
+        "config.py": "from . import sandbox\n",
+        "sandbox/__init__.py": "",
+        "sandbox/images.py": "from ..domains import base\nfrom aes_lib import domains\n",
+        "domains/__init__.py": "",
+    })
+    assert [(i.source, i.target, i.line) for i in library_imports(root)] == [
+        ("config", "sandbox", 1), ("sandbox", "domains", 1), ("sandbox", "domains", 2)]
+
+
+def test_a_planted_pair_that_imports_each_other_is_found(tmp_path: Path) -> None:
+    root = _plant(tmp_path, {
+        "config.py": "",
+        "domains/__init__.py": "from aes_lib.sandbox.trial import run_trial\n",
+        "sandbox/__init__.py": "",
+        "sandbox/trial.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from aes_lib.domains import Domain\n",
+    })
+    pairs = mutual(library_imports(root), allowed={})
+    assert [(str(a), str(b)) for a, b in pairs] == [(
+        "aes_lib/domains/__init__.py:1: domains -> sandbox (aes_lib.sandbox.trial)",
+        "aes_lib/sandbox/trial.py:3: sandbox -> domains (aes_lib.domains)")]
+
+
+def test_a_unit_without_a_floor_is_named(tmp_path: Path) -> None:
+    root = _plant(tmp_path, {"config.py": "", "newthing.py": "from aes_lib import config\n"})
+    assert unplaced(library_imports(root), _units(root), PLANTED_FLOORS) == ["newthing"]
+    (root / "__init__.py").write_text("from aes_lib.config import x\n")
+    assert unplaced(library_imports(root), _units(root), PLANTED_FLOORS) == ["aes_lib", "newthing"]
+
+
+def test_a_subunit_is_a_unit_of_its_own() -> None:
+    assert unit_of("aes_lib.flywheel.runners.pool_store") == unit_of("aes_lib.flywheel.runners") == "flywheel.runners"
+    assert unit_of("aes_lib.flywheel.config") == "flywheel"
+    assert unit_of("aes_lib.flywheel_extra") == "flywheel_extra"
+    assert unit_of("aes_proto.messages") is None

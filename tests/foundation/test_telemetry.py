@@ -22,6 +22,7 @@ from aes_lib.agents.solver import rollout
 from aes_lib.blobstore import open_store
 from aes_lib.bundle import Task
 from aes_lib.models import ChatClient
+from aes_lib.domains.kinds import DomainKinds
 from aes_lib.sandbox import ImageCache
 from aes_ops.seeding import SEEDS_DIR
 from aes_lib.bus import Bus, run_service
@@ -182,7 +183,7 @@ async def test_model_calls_builds_and_trials_are_spans_of_the_episode(fresh_nats
     with ReplayServer(["```bash\nls /app\n```", "TASK_DONE"]) as srv:
         async with ChatClient(srv.url, "replay") as client:
             with telemetry.episode("ep-spans"):
-                await rollout(Task.load(SEEDS_DIR / "csv-sales-rollup"), client, ImageCache(),
+                await rollout(Task.load(SEEDS_DIR / "csv-sales-rollup"), client, ImageCache(kinds=DomainKinds()),
                               open_store(f"file://{tmp_path}/blobs"), LoopLimits(max_turns=3))
     spans = memory.get_finished_spans()
     (root,) = [s for s in spans if s.name == "episode"]

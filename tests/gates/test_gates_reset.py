@@ -11,6 +11,7 @@ import pytest
 from gate_tasks import write_task
 
 from aes_lib.bundle import Task
+from aes_lib.domains.kinds import DomainKinds
 from aes_lib.sandbox import ImageCache
 from aes_lib.sandbox.reset import check_reset, manifest_of_tar, task_roots
 
@@ -31,7 +32,7 @@ def client():
 
 @pytest.fixture
 def images(client):
-    return ImageCache(client)
+    return ImageCache(client, kinds=DomainKinds())
 
 
 def _task(tmp_path, name, dockerfile, instruction="Sum the numbers in input.csv.", **kw) -> Task:

@@ -50,13 +50,15 @@ _RUN = """
 import asyncio, sys
 from pathlib import Path
 import docker
+from aes_lib.domains.kinds import DomainKinds
 from aes_lib.sandbox import ImageCache
 from aes_ops.seeding import validate_dataset
 root, journal, log = map(Path, sys.argv[1:4])
 def progress(src, line):
     with log.open("a") as f:
         f.write(f"{src.name} {line}\\n")
-tasks, _ = asyncio.run(validate_dataset(root, ImageCache(docker.from_env()), Path(sys.argv[4]), journal=journal,
+tasks, _ = asyncio.run(validate_dataset(root, ImageCache(docker.from_env(), kinds=DomainKinds()),
+                                        Path(sys.argv[4]), journal=journal,
                                         progress=progress))
 for t in tasks:
     print(t.source.name, t.how, t.report.reason)

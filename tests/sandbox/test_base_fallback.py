@@ -8,6 +8,7 @@ import uuid
 import pytest
 
 from aes_lib.bundle import Task
+from aes_lib.domains.kinds import DomainKinds
 from aes_lib.sandbox import ImageCache, validate_task
 from aes_lib.sandbox.images import IMAGE_REPO, environment_hash, substitute_bases
 
@@ -53,7 +54,7 @@ async def test_task_from_an_absent_image_validates_on_the_fallback(
     # A fresh environment each run, so the build (and its note) really happens.
     dockerfile = f"FROM {absent}\nLABEL run={uuid.uuid4().hex}\nWORKDIR /app\nCOPY input.txt /app/input.txt\n"
     path = make_task({"environment/Dockerfile": dockerfile})
-    images = ImageCache(docker_client)
+    images = ImageCache(docker_client, kinds=DomainKinds())
     with caplog.at_level(logging.WARNING, logger="aes.sandbox"):
         report = await validate_task(path, images, labels=test_label)
     tag = f"{IMAGE_REPO}:{environment_hash(path / 'environment')[:32]}"
@@ -71,6 +72,6 @@ async def test_task_from_an_absent_image_validates_on_the_fallback(
 
 async def test_failed_build_log_names_the_substitution(make_task, docker_client, absent: str, test_label) -> None:
     path = make_task({"environment/Dockerfile": f"FROM {absent}\nRUN echo {uuid.uuid4().hex} && exit 3\n"})
-    report = await validate_task(path, ImageCache(docker_client), labels=test_label)
+    report = await validate_task(path, ImageCache(docker_client, kinds=DomainKinds()), labels=test_label)
     assert (report.ok, report.reason) == (False, "build_failed")
     assert NOTE in report.logs

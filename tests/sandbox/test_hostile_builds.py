@@ -23,6 +23,7 @@ from aes_lib.bundle.config import EnvironmentConfig
 from aes_lib.sandbox import images as images_mod
 from aes_lib.sandbox.container import (LimitCaps, Limits, Sandbox, bridge_gateway, egress_network, interface_addresses,
                                        remove_egress_network)
+from aes_lib.domains.kinds import DomainKinds
 from aes_lib.sandbox.images import BuildFailedError, BuildTimeoutError, ImageCache, build_image
 
 pytestmark = pytest.mark.docker
@@ -148,7 +149,7 @@ async def test_a_run_step_cannot_reach_the_host(engine, listener, make_task, tmp
     task = Task.load(task_dir)
     assert task.config.environment.allow_internet
     with pytest.raises(BuildFailedError) as e:
-        await ImageCache(engine).build(task)
+        await ImageCache(engine, kinds=DomainKinds()).build(task)
     assert "network unreachable" in str(e.value), str(e.value)
     assert "CONNECTED" not in e.value.log and "Network is unreachable" in e.value.log
     time.sleep(0.5)

@@ -19,6 +19,7 @@ import docker.errors
 import pytest
 
 from aes_lib.bundle import Task
+from aes_lib.domains.kinds import DomainKinds
 from aes_lib.sandbox import ImageCache, Limits, Sandbox, reap
 from aes_lib.sandbox.container import (MANAGED_LABEL, OWNER_HOST_LABEL, OWNER_PID_LABEL, SERVICES_NETWORK_LABEL,
                                       owner_labels)
@@ -88,7 +89,7 @@ async def test_reaper_removes_images_of_dead_owners_only(docker_client, make_tas
         "ownerless": _labelled_image(docker_client, {MANAGED_LABEL: "1", **test}),
     }
     task = Task.load(make_task({"environment/input.txt": f"{uuid.uuid4().hex}\n"}))
-    cached = await ImageCache(docker_client).build(task)
+    cached = await ImageCache(docker_client, kinds=DomainKinds()).build(task)
     time.sleep(2)  # all are older than the grace below
     try:
         removed = reap(docker_client, grace=1)

@@ -17,6 +17,7 @@ from aes_lib.agents.solver import rollout
 from aes_lib.blobstore import open_store
 from aes_lib.bundle import Task
 from aes_lib.models import ChatClient
+from aes_lib.domains.kinds import DomainKinds
 from aes_lib.sandbox import ImageCache, validate_task
 
 pytestmark = pytest.mark.docker
@@ -91,7 +92,8 @@ async def test_tampering_solver_scores_zero(make_task, docker_client, tmp_path) 
     tamper = TAMPERS["python3 replaced"] + TAMPERS["site-packages .pth"]
     with ReplayServer([f"```bash\n{tamper}```", "TASK_DONE"]) as srv:
         async with ChatClient(srv.url, "replay") as client:
-            r = await rollout(task, client, ImageCache(docker_client), open_store(f"file://{tmp_path}/blobs"),
+            r = await rollout(task, client, ImageCache(docker_client, kinds=DomainKinds()),
+                              open_store(f"file://{tmp_path}/blobs"),
                               LoopLimits(max_turns=3))
     traj = r.trajectory
     assert traj.stop_reason == "done" and traj.turns[0].exit_code == 0

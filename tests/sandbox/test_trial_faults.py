@@ -17,6 +17,7 @@ from aes_lib.flywheel.calibrate import calibrate
 from aes_lib.flywheel.calibration import CalibrationRule
 from aes_lib.flywheel.revision import RolloutEvidence
 from aes_lib.models import ChatClient
+from aes_lib.domains.kinds import DomainKinds
 from aes_lib.sandbox import ImageCache, OracleAgent, Sandbox, SandboxError, TrialFault, run_trial
 
 pytestmark = pytest.mark.docker
@@ -45,7 +46,8 @@ async def test_fault_in_a_calibration_rollout_decides_nothing(make_task, docker_
     async def attempt(i: int, hints: str | None) -> RolloutEvidence:
         with ReplayServer(["TASK_DONE"]) as srv:
             async with ChatClient(srv.url, "replay") as client:
-                r = await rollout(task, client, ImageCache(docker_client), open_store(f"file://{tmp_path}/blobs"),
+                r = await rollout(task, client, ImageCache(docker_client, kinds=DomainKinds()),
+                                  open_store(f"file://{tmp_path}/blobs"),
                                   LoopLimits(max_turns=2))
         scored.append(r.trajectory.reward)
         return RolloutEvidence(r.trajectory.reward, "")

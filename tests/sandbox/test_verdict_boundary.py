@@ -17,6 +17,7 @@ from aes_lib.agents.solver import rollout
 from aes_lib.blobstore import open_store
 from aes_lib.bundle import Task
 from aes_lib.models import ChatClient
+from aes_lib.domains.kinds import DomainKinds
 from aes_lib.sandbox import ImageCache, validate_task
 
 pytestmark = pytest.mark.docker
@@ -95,7 +96,8 @@ async def test_planting_solver_earns_nothing(verifier, make_task, docker_client,
     plant = "".join(PLANTS.values())
     with ReplayServer([f"```bash\n{plant}```", "TASK_DONE"]) as srv:
         async with ChatClient(srv.url, "replay") as client:
-            r = await rollout(task, client, ImageCache(docker_client), open_store(f"file://{tmp_path}/blobs"),
+            r = await rollout(task, client, ImageCache(docker_client, kinds=DomainKinds()),
+                              open_store(f"file://{tmp_path}/blobs"),
                               LoopLimits(max_turns=3))
     assert r.trajectory.turns[0].exit_code == 0, r.trajectory.turns[0]
     assert r.trajectory.reward == 0.0, r.trajectory.verifier_output

@@ -10,13 +10,14 @@ replies get a format-error message back and count against the turn budget.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from aes_lib.agents.parse import parse_action, truncate
+from aes_lib.agents.parse import parse_action
 from aes_lib.agents.trajectory import Trajectory, turn_from_chat
 from aes_lib.models import ChatClient, ModelError
+from aes_lib.text import truncate
+from aes_lib.tools import ToolHandler
 
 
 class ExecLike(Protocol):
@@ -29,20 +30,6 @@ class Shell(Protocol):
     """What the loop needs from a sandbox."""
 
     async def exec(self, cmd: str, timeout: float = ..., user: str | None = ...) -> ExecLike: ...
-
-
-@dataclass(frozen=True)
-class ToolResult:
-    """Outcome of a harness-side tool the model invoked."""
-
-    exit_code: int
-    output: str
-    submitted: bool = False
-    """Ends the episode (the proposer's ``aes-tool submit``)."""
-
-
-ToolHandler = Callable[[str], Awaitable[ToolResult | None]]
-"""Given a command, runs it outside the container and returns a result, or None if it is no tool."""
 
 
 @dataclass(frozen=True)

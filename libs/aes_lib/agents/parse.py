@@ -40,12 +40,3 @@ def parse_action(reply: str) -> Action:
     if DONE_MARKER in reply:
         return Action(done=True)
     return Action(error=f"No command found in your reply.\n{FORMAT_HELP}")
-
-
-def truncate(text: str, limit: int) -> str:
-    """Keep head and tail of long output; the middle of a log is rarely what matters."""
-    if len(text) <= limit:
-        return text
-    head = limit * 2 // 3
-    tail = limit - head
-    return f"{text[:head]}\n[... {len(text) - limit} characters elided ...]\n{text[-tail:]}"

@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from aes_lib.agents.loop import ToolResult
     from aes_lib.bundle import Task
     from aes_lib.models import ChatClient
+    from aes_lib.tools import ToolResult
 
 IMAGE_PREFIX = "aes-"
 """A domain's image is ``aes-<name>:latest``."""

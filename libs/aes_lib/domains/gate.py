@@ -19,6 +19,7 @@ from typing import ClassVar
 from aes_proto.messages import CandidateEnv, Verdict
 
 from aes_lib.bundle import Task
+from aes_lib.domains.kinds import DomainKinds
 from aes_lib.domains.registry import domain_name, domain_of
 from aes_lib.gate import Judgement, SandboxGate
 from aes_lib.sandbox import ImageCache, Limits, NopAgent, Sandbox, run_trial
@@ -41,6 +42,9 @@ class DomainGate(SandboxGate):
     budget = 1800.0
     not_sent_back: ClassVar[frozenset[str]] = frozenset()
     """Reasons that are not the candidate's fault (beyond ``needs_gpu``): never sent back."""
+
+    def task_kinds(self) -> DomainKinds:
+        return DomainKinds()
 
     def check(self, task: Task) -> Verdict | None:
         """The domain's rules on the task's files; a failing verdict, or None to go on."""
@@ -116,11 +120,12 @@ class DomainGate(SandboxGate):
         except BuildFailedError as e:
             return DomainReport(self.verdict(False, "build_failed", str(e)), e.log)
         # A container only when there is something to check in it: the domain's startup or a probe.
-        if domain_of(task).startup or type(self).probe is not DomainGate.probe:
+        startup = domain_of(task).startup
+        if startup or type(self).probe is not DomainGate.probe:
             env = task.config.environment
             async with Sandbox.start(image, Limits.for_task(env, self.caps), client=images.client, labels=labels,
                                      env=env.env, workdir=env.workdir) as sb:
-                started = await start_services(sb, task)
+                started = await start_services(sb, startup)
                 if started is not None and started.exit_code != 0:
                     return DomainReport(self.verdict(False, "startup_failed", f"startup exited {started.exit_code}"),
                                         started.output)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar
+from typing import ClassVar, get_args
 
-from aes_lib.agents.proposer.boundary import MODES
+from aes_proto.messages import ProposerMode
+
 from aes_lib.config import read_settings
 from aes_lib.flywheel.calibration import CalibrationRule
 
@@ -45,8 +46,8 @@ class FlywheelConfig:
         return cls(**{**read_settings(cls, FlywheelConfigError), **overrides})  # type: ignore[arg-type]
 
     def __post_init__(self) -> None:
-        if self.generation_mode not in MODES:
-            raise FlywheelConfigError(f"AES_GENERATION_MODE: expected one of {MODES}, got {self.generation_mode!r}")
+        if self.generation_mode not in (modes := get_args(ProposerMode)):
+            raise FlywheelConfigError(f"AES_GENERATION_MODE: expected one of {modes}, got {self.generation_mode!r}")
         if self.pool_capacity < 1 or self.review_every < 1 or self.assignments_per_round < 0 \
                 or self.proposals_per_assignment < 1:
             raise FlywheelConfigError("pool_capacity, review_every and proposals_per_assignment must be >= 1, "

@@ -13,8 +13,8 @@ import msgspec
 
 from aes_proto.messages import Assignment, CandidateEnv, Direction, Lineage, Verdict
 
-from aes_lib.agents.parse import truncate
 from aes_lib.flywheel.calibration import Decision
+from aes_lib.text import truncate
 
 MAX_EVIDENCE_CHARS = 4000
 """Characters of a failed check's evidence (a build log, a trial's output) a revision carries."""

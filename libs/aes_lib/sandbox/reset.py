@@ -40,7 +40,7 @@ from aes_lib.bundle import Task
 from aes_lib.bundle.config import parse_task_toml
 from aes_lib.bundle.errors import BundleError
 from aes_lib.sandbox.container import MANAGED_LABEL, Limits, owner_labels
-from aes_lib.sandbox.images import BuildFailedError, ImageCache, build_image, referenced_domains
+from aes_lib.sandbox.images import BuildFailedError, ImageCache, base_images, build_image
 from aes_lib.sandbox.trial import OracleAgent, run_trial
 
 EXCLUDED_ROOTS = ("/proc", "/sys", "/dev", "/tmp", "/run", "/logs", "/tests", "/solution")
@@ -227,8 +227,8 @@ async def check_reset(
         return ResetReport(True, "not_applicable", "no environment/Dockerfile to rebuild (prebuilt image or compose)")
     client = images.client
     timeout = min(task.config.environment.build_timeout_sec, images.max_build_timeout)
-    for domain in referenced_domains(task.environment_dir / "Dockerfile"):
-        await images.domain_image(domain)  # rebuilt without cache: the task's layers, on the domain's image
+    for image in base_images(task.environment_dir / "Dockerfile", images.kinds):
+        await images.base_image(image)  # rebuilt without cache: the task's layers, on the domain's image
     built: list[str] = []
     try:
         for _ in range(2):

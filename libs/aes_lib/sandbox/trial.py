@@ -24,7 +24,6 @@ from typing import IO, Protocol, TypeVar
 from aes_lib import telemetry
 from aes_lib.bundle import Task
 from aes_lib.bundle.compose import MAIN
-from aes_lib.domains import domain_of
 from aes_lib.sandbox import artifacts, verifier
 from aes_lib.faults import TransientError
 from aes_lib.sandbox.container import KILL_ALL, ExecResult, LimitCaps, Limits, Sandbox, SandboxError, SandboxVerdict
@@ -172,6 +171,7 @@ async def run_trial(
 async def _trial(task: Task, agent: Agent, images: ImageCache, *, image: str | None, caps: LimitCaps | None,
                  labels: dict[str, str] | None) -> TrialResult:
     t0 = time.monotonic()
+    startup = images.kinds.startup(task)
     image = image or await images.build(task)
     env = task.config.environment
     separate = task.config.verifier.separate
@@ -190,7 +190,7 @@ async def _trial(task: Task, agent: Agent, images: ImageCache, *, image: str | N
             fresh_env = v_env.env if separate else main_env
             if task.config.steps:  # separate verifiers are `unsupported` with steps
                 return await _steps(task, agent, main_env, functools.partial(
-                    start, image, limits, env=main_env, workdir=env.workdir, network=net), t0)
+                    start, image, limits, env=main_env, workdir=env.workdir, network=net), startup, t0)
             sb, fresh = await _all(
                 stack.enter_async_context(start(image, limits, env=main_env, workdir=env.workdir,
                                                 network=net, alias=MAIN)),
@@ -199,9 +199,10 @@ async def _trial(task: Task, agent: Agent, images: ImageCache, *, image: str | N
             )
             if separate:
                 outcome, result, json_bytes, txt_bytes = await _agent_then_separate_verifier(
-                    sb, fresh, task, agent, fresh_env, bundled_tests)
+                    sb, fresh, task, agent, fresh_env, startup, bundled_tests)
             else:
-                outcome, result, json_bytes, txt_bytes = await _agent_then_verifier(sb, fresh, task, agent, fresh_env)
+                outcome, result, json_bytes, txt_bytes = await _agent_then_verifier(sb, fresh, task, agent, fresh_env,
+                                                                                    startup)
     except SandboxVerdict as e:  # e.g. the agent stopped its own container, a service failed
         return TrialResult(reward=0.0, metrics={}, agent=AgentOutcome(output=str(e)),
                            verifier=ExecResult(exit_code=None, output=""), error=f"sandbox failed: {e}",
@@ -218,10 +219,10 @@ async def _trial(task: Task, agent: Agent, images: ImageCache, *, image: str | N
 
 
 async def _agent_then_verifier(
-    sb: Sandbox, fresh: Sandbox, task: Task, agent: Agent, env: dict[str, str]
+    sb: Sandbox, fresh: Sandbox, task: Task, agent: Agent, env: dict[str, str], startup: str | None
 ) -> tuple[AgentOutcome, ExecResult, bytes | None, bytes | None]:
     async def turn() -> tuple[AgentOutcome, IO[bytes]]:
-        await _start_services(sb, task)
+        await _start_services(sb, startup)
         outcome = await _agents(_agent_turn(sb, task, agent))
         await _agents(_collect(sb, task))
         return outcome, await _agents(verifier.snapshot(sb))
@@ -234,10 +235,11 @@ async def _agent_then_verifier(
 
 
 async def _agent_then_separate_verifier(
-    sb: Sandbox, fresh: Sandbox, task: Task, agent: Agent, env: dict[str, str], bundled_tests: bool
+    sb: Sandbox, fresh: Sandbox, task: Task, agent: Agent, env: dict[str, str], startup: str | None,
+    bundled_tests: bool
 ) -> tuple[AgentOutcome, ExecResult, bytes | None, bytes | None]:
     async def turn() -> AgentOutcome:
-        await _start_services(sb, task)
+        await _start_services(sb, startup)
         outcome = await _agents(_agent_turn(sb, task, agent))
         await _agents(_collect(sb, task))
         await _agents(sb.kill_all())
@@ -250,7 +252,8 @@ async def _agent_then_separate_verifier(
     return (outcome, *await _verify(fresh, task, {}))
 
 
-async def _steps(task: Task, agent: Agent, env: dict[str, str], start, t0: float) -> TrialResult:
+async def _steps(task: Task, agent: Agent, env: dict[str, str], start, startup: str | None,
+                 t0: float) -> TrialResult:
     """A multi-step task as Harbor runs it: the steps in order in one agent container, each
     with its instruction (``agent`` sees them in turn) then its tests, on the agent's files so
     far carried into a fresh container, as for one step; a step below its ``min_reward`` ends
@@ -265,7 +268,7 @@ async def _steps(task: Task, agent: Agent, env: dict[str, str], start, t0: float
             actor = OracleAgent(view, agent.timeout) if isinstance(agent, OracleAgent) else agent
 
             async def turn() -> tuple[AgentOutcome, IO[bytes]]:
-                await _start_services(sb, view)
+                await _start_services(sb, startup)
                 outcome = await _agents(_agent_turn(sb, view, actor))
                 await _agents(_collect(sb, view))
                 return outcome, await _agents(verifier.snapshot(sb))
@@ -350,20 +353,19 @@ async def _verify(fresh: Sandbox, task: Task, env: dict[str, str]) -> tuple[Exec
     return result, files.get("reward.json"), files.get("reward.txt")
 
 
-async def start_services(sb: Sandbox, task: Task) -> ExecResult | None:
-    """Run the task's domain's startup command as root (it brings the task's services up);
-    None when the domain has none."""
-    startup = domain_of(task).startup
+async def start_services(sb: Sandbox, startup: str | None) -> ExecResult | None:
+    """Run the task's startup command (``TaskKinds.startup``: its domain's) as root (it brings
+    the task's services up); None when there is none."""
     return await sb.exec(startup, timeout=STARTUP_TIMEOUT, user=0) if startup else None
 
 
-async def _start_services(sb: Sandbox, task: Task) -> None:
+async def _start_services(sb: Sandbox, startup: str | None) -> None:
     """Bring the task's services up; when they do not come up, neither the agent nor the
     verifier runs (the tests would only grade an environment that never started)."""
-    r = await start_services(sb, task)
+    r = await start_services(sb, startup)
     if r is not None and r.exit_code != 0:
         how = f"ran past {STARTUP_TIMEOUT:g}s" if r.timed_out else f"exited {r.exit_code}"
-        raise SandboxVerdict(f"the domain's startup ({domain_of(task).startup}) {how}:\n{r.output[-2000:]}")
+        raise SandboxVerdict(f"the domain's startup ({startup}) {how}:\n{r.output[-2000:]}")
 
 
 async def _collect(sb: Sandbox, task: Task) -> None:

@@ -28,7 +28,7 @@ from typing import Literal
 
 from aes_lib.bundle import BundleError, BundleLimits, Task
 from aes_lib.sandbox.container import LimitCaps
-from aes_lib.domains import UnknownDomainError, domain_of
+from aes_lib.sandbox.kinds import UnknownKindError
 from aes_lib.sandbox.images import BuildFailedError, BuildTimeoutError, ImageCache, gpu_engine
 from aes_lib.sandbox.probes import TamperProbe, forgery, planted
 from aes_lib.sandbox.trial import NopAgent, OracleAgent, TrialFault, TrialResult, run_trial
@@ -88,8 +88,8 @@ async def validate_task(
         return report(str(path), "invalid_bundle", f"{type(e).__name__}: {e}")
     warnings = tuple(task.warnings)
     try:
-        domain_of(task)
-    except UnknownDomainError as e:
+        images.kinds.startup(task)  # resolves only for a kind (domain) that exists
+    except UnknownKindError as e:
         return report(task.name, "unknown_domain", str(e))
     if not task.has_solution and require_reference:
         return report(task.name, "invalid_bundle", "MissingFileError: missing solution/solve.sh (a generated task "

@@ -133,12 +133,13 @@ async def _attempts(tasks: list[tuple[TaskResult, object]], url: str, model: str
     from aes_lib.agents.solver import rollout
     from aes_lib.blobstore import open_store
     from aes_lib.models import chat_client
+    from aes_lib.domains.kinds import DomainKinds
     from aes_lib.sandbox import ImageCache
 
     store = open_store(settings.blob_location, settings)
     client = chat_client(settings, url=url, model=model)
     await client.probe()  # an unreachable endpoint or a refused key fails the run, not each task
-    images = ImageCache()
+    images = ImageCache(kinds=DomainKinds())
     limits = LoopLimits(max_turns=args.max_turns)
     gate = asyncio.Semaphore(args.concurrency)
     run = uuid.uuid4().hex[:8]

@@ -24,6 +24,7 @@ from aes_lib.domains import get as get_domain
 from aes_lib.domains import names as domain_names
 from aes_lib.models import chat_client
 from aes_lib.models.serve import endpoint
+from aes_lib.domains.kinds import DomainKinds
 from aes_lib.sandbox import ImageCache
 from aes_ops.compare import HEADER, ModeStats, run_mode
 
@@ -40,7 +41,7 @@ async def _generate(args: argparse.Namespace, settings: Settings, url: str, mode
             packed = pack(parent_dir)
             parent = (packed.sha256, store.put_content("bundles", packed.data, suffix=".tar.gz"))
         budget = EpisodeBudget().with_loop(max_turns=args.max_turns)
-        images = ImageCache()
+        images = ImageCache(kinds=DomainKinds())
         if not args.json:
             print(HEADER)
         done = []

@@ -21,6 +21,7 @@ from aes_lib.config import Settings
 from aes_lib.domains import get as get_domain
 from aes_lib.flywheel.config import FlywheelConfig
 from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+from aes_lib.domains.kinds import DomainKinds
 from aes_lib.sandbox import ImageCache
 from aes_lib.sandbox.container import LimitCaps
 from aes_ops.seeding import (SEEDS_DIR, ImportedTask, export, seed_dirs, seed_pool, send_to_calibration,
@@ -67,7 +68,7 @@ def _seed_from(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="aes-import-") as scratch:
         with Progress("import", total=STEPS * count) as progress:
             # Imported tasks: the network their task.toml asks for where the operator allows it.
-            images = ImageCache(docker.from_env(), caps=LimitCaps(allow_network=True))
+            images = ImageCache(docker.from_env(), caps=LimitCaps(allow_network=True), kinds=DomainKinds())
             tasks, skipped = asyncio.run(validate_dataset(
                 root, images, Path(scratch), jobs=args.jobs, network=network,
                 progress=lambda src, line: progress.step(f"{src.name}: {line}"), journal=args.journal,

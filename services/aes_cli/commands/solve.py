@@ -13,13 +13,15 @@ from aes_lib.bundle import Task
 from aes_lib.config import Settings
 from aes_lib.models import chat_client, usd
 from aes_lib.models.serve import endpoint
+from aes_lib.domains.kinds import DomainKinds
 from aes_lib.sandbox import ImageCache
 
 
 async def _solve(task: Task, url: str, model: str, settings: Settings, limits: LoopLimits) -> int:
     async with chat_client(settings, url=url, model=model) as client:
         await client.probe()  # an unreachable endpoint or a refused key, before Docker builds anything
-        r = await rollout(task, client, ImageCache(), open_store(settings.blob_location, settings), limits,
+        r = await rollout(task, client, ImageCache(kinds=DomainKinds()),
+                          open_store(settings.blob_location, settings), limits,
                           env_id=task.name)
     t = r.trajectory
     for turn in t.turns:

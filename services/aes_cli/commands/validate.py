@@ -20,6 +20,7 @@ from aes_lib.bundle.imported import ImportedNetwork, as_imported, dataset_tasks
 from aes_lib.bundle.precheck import Precheck, precheck
 from aes_lib.config import Settings
 from aes_lib.domains.validation import validate_in_domain
+from aes_lib.domains.kinds import DomainKinds
 from aes_lib.sandbox import ImageCache, ValidationReport
 from aes_lib.sandbox.container import LimitCaps
 
@@ -99,7 +100,8 @@ async def validate_paths(paths: list[Path], jobs: int, progress: Progress,
 
     # Imported tasks may get the network their task.toml asks for, where the operator allows
     # it (AES_SANDBOX_NETWORK=imported); generated ones never.
-    images = ImageCache(await asyncio.to_thread(docker.from_env), caps=LimitCaps(allow_network=imported is not None))
+    images = ImageCache(await asyncio.to_thread(docker.from_env), caps=LimitCaps(allow_network=imported is not None),
+                        kinds=DomainKinds())
     sem = asyncio.Semaphore(max(1, jobs))
     return await asyncio.gather(*(_one(p, images, sem, progress, imported) for p in paths))
 
@@ -146,7 +148,7 @@ def _run_dataset(args: argparse.Namespace, root: Path) -> int:
     count = len(dataset_tasks(root).dirs)
     with tempfile.TemporaryDirectory(prefix="aes-validate-") as scratch:
         with Progress("validate", total=STEPS * count) as progress:
-            images = ImageCache(docker.from_env(), caps=LimitCaps(allow_network=args.imported))
+            images = ImageCache(docker.from_env(), caps=LimitCaps(allow_network=args.imported), kinds=DomainKinds())
             tasks, skipped = asyncio.run(validate_dataset(
                 root, images, Path(scratch), jobs=args.jobs, network=network, journal=args.journal,
                 require_reference=not args.imported,

@@ -15,7 +15,6 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from aes_lib.agents.parse import truncate
 from aes_lib.agents.proposer.files import FileFormatError, UnsafeFilePathError, format_files, parse_files, write_files
 from aes_lib.agents.proposer.proposal import Proposal
 from aes_lib.agents.proposer.workspace import INSTRUCTIONS, TEMPLATE, assignment_text, install_verifier
@@ -24,6 +23,7 @@ from aes_lib.bundle import BundleError, pack, unpack
 from aes_lib.models import ChatClient, ModelError
 from aes_lib.domains.validation import validate_in_domain
 from aes_lib.sandbox import ValidationReport
+from aes_lib.text import truncate
 from aes_proto.messages import Assignment, BlobRef
 
 SYSTEM_PROMPT = """You design tasks (training environments) for a terminal agent.

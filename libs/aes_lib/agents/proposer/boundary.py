@@ -19,7 +19,7 @@ from aes_lib.agents.proposer.proposal import Proposal
 from aes_lib.agents.proposer.workspace import PastEnvironment
 from aes_lib.models import ChatClient
 from aes_lib.sandbox import ImageCache
-from aes_proto.messages import Assignment
+from aes_proto.messages import Assignment, ProposerMode
 from aes_proto.records import RolloutRecord
 
 if TYPE_CHECKING:
@@ -73,8 +73,9 @@ def _baseline(mode: str) -> Generator:
     return run
 
 
-GENERATORS: dict[str, Generator] = {"prompt": _baseline("prompt"), "feedback": _baseline("feedback"), "agent": _agent}
-"""The generation modes by name, in comparison order (the Prompt baseline first)."""
+GENERATORS: dict[ProposerMode, Generator] = {"prompt": _baseline("prompt"), "feedback": _baseline("feedback"), "agent": _agent}
+"""The generation modes (``aes_proto.messages.ProposerMode``) by name, in comparison order (the
+Prompt baseline first)."""
 
 MODES: tuple[str, ...] = tuple(GENERATORS)
 """Generation modes a planner may assign (``seed`` is for the bundled tasks only)."""

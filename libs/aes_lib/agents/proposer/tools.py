@@ -16,11 +16,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from aes_lib.agents.loop import LoopLimits, ToolResult
+from aes_lib.agents.loop import LoopLimits
 from aes_lib.bundle import BundleError, PackedBundle, Task, pack
 from aes_lib.models import ChatClient
 from aes_lib.domains.validation import validate_in_domain
 from aes_lib.sandbox import BuildFailedError
+from aes_lib.tools import ToolResult
 
 PREFIX = "aes-tool"
 USAGE = (

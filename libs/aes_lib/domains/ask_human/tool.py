@@ -21,10 +21,10 @@ import shlex
 from collections.abc import Mapping
 from typing import Literal
 
-from aes_lib.agents.loop import ToolResult
 from aes_lib.domains.ask_human.blockers import Blocker
 from aes_lib.domains.ask_human.settings import AskHumanSettings
 from aes_lib.models import ChatClient, ModelError
+from aes_lib.tools import ToolResult
 
 log = logging.getLogger(__name__)
 

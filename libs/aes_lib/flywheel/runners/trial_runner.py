@@ -16,6 +16,7 @@ from aes_lib.bundle import Task, unpack
 from aes_lib.flywheel.config import FlywheelConfig
 from aes_proto.records import RolloutOutcome
 from aes_lib.models import ChatClient, chat_client
+from aes_lib.domains.kinds import DomainKinds
 from aes_lib.sandbox import ImageCache
 
 
@@ -32,7 +33,7 @@ class TrialRolloutRunner:
         # Pool seeds were written by people and imported by the operator: their sandboxes and
         # builds get what `aes pool seed` validated them with, the network where allowed.
         self.imported_images = ImageCache(images.client, images.max_build_timeout,
-                                          caps=dataclasses.replace(images.caps, allow_network=True))
+                                          caps=dataclasses.replace(images.caps, allow_network=True), kinds=images.kinds)
         self.blobs = blobs
         self.limits = limits
         self.workdir = workdir
@@ -45,7 +46,7 @@ class TrialRolloutRunner:
             raise SolverEndpointError("AES_MODEL_URL is empty: the solver needs a model endpoint (aes up sets it)")
         workdir = Path(settings.home) / "tasks"
         workdir.mkdir(parents=True, exist_ok=True)
-        return cls(chat_client(settings), ImageCache(), blobs,
+        return cls(chat_client(settings), ImageCache(kinds=DomainKinds()), blobs,
                    limits or LoopLimits(max_turns=config.solver_max_turns), workdir)
 
     async def task(self, bundle: BlobRef) -> Task:
