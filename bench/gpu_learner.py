@@ -67,16 +67,12 @@ def _import_learner():
     except ImportError:
         # Without msgspec (bus/protocol layer) the learner package's __init__ cannot be run; the
         # trainer itself needs only torch and aes_kernels. Register the packages by path (no
-        # __init__ executed) and stand in for the two msgspec-typed modules the trainer's
+        # __init__ executed) and stand in for the msgspec-typed module the trainer's
         # modules name only in annotations.
-        for name, path in (("aes_lib", ROOT / "libs" / "aes_lib"), ("aes_lib.learner", ROOT / "libs" / "aes_lib" / "learner"),
-                           ("aes_lib.agents", ROOT / "libs" / "aes_lib" / "agents")):
+        for name, path in (("aes_lib", ROOT / "libs" / "aes_lib"), ("aes_lib.learner", ROOT / "libs" / "aes_lib" / "learner")):
             mod = types.ModuleType(name)
             mod.__path__ = [str(path)]
             sys.modules.setdefault(name, mod)
-        traj = types.ModuleType("aes_lib.agents.trajectory")
-        traj.Trajectory = object  # used only by samples.turns_from_trajectory
-        sys.modules.setdefault("aes_lib.agents.trajectory", traj)
         batcher = types.ModuleType("aes_lib.learner.batcher")
         batcher.Batch = object  # the trainer only reads batch.samples
         sys.modules.setdefault("aes_lib.learner.batcher", batcher)

@@ -11,7 +11,7 @@ from typing import Literal
 
 import msgspec
 
-from aes_proto.messages import BlobRef
+from aes_proto.messages import UNKNOWN_VERSION, BlobRef
 
 POOL_BUCKET = "aes_pool"
 """``env.<env_id>``: ``PoolEntry``; ``index``: ``PoolIndex``."""
@@ -68,15 +68,33 @@ class PoolIndex(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields
 
 
 class RolloutOutcome(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
-    """One finished solver attempt."""
+    """One finished solver attempt: what the solver returns and the services publish, so none of
+    them reads the stored trajectory back (only the learner reads its body)."""
 
     reward: float
+    """The verifier's reward."""
     trajectory: BlobRef
-    """The stored ``aes_lib.agents.trajectory.Trajectory``."""
+    """The stored ``aes_proto.trajectory.Trajectory``."""
     failure: str = ""
     """Failure signature (``aes_lib.agents.solver.failure_signature``); empty for a full reward."""
     n_turns: int = 0
     seconds: float = 0.0
+    """Agent and verifier time."""
+    rollout_id: str = ""
+    """Empty only in a record stored before outcomes carried their summary (it is run again)."""
+    env_id: str = ""
+    model: str = ""
+    """Model name of the solver that made the attempt."""
+    stop_reason: str = ""
+    """As in ``Trajectory.stop_reason``."""
+    policy_version: int = UNKNOWN_VERSION
+    """``Trajectory.policy_version``: the oldest weights any turn was sampled from."""
+    n_tokens: int = 0
+    """Completion tokens carrying ids and log-probs (what the learner trains on)."""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    metrics: dict[str, float] = {}
+    """Domain metrics (``Trajectory.metrics``), the shaped reward among them when the domain has one."""
 
 
 def history_key(env_id: str) -> str:

@@ -20,8 +20,9 @@ import pyarrow.parquet as pq
 from aes_proto import subjects
 from aes_proto.messages import TrajectoryRef
 from aes_proto.records import PoolEntry
+from aes_proto.trajectory import Trajectory
 
-from aes_lib.agents.trajectory import Trajectory, load_trajectory
+from aes_lib.agents.trajectory import load_trajectory
 from aes_lib.bus import Bus
 from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
 

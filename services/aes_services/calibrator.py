@@ -20,7 +20,8 @@ from aes_proto.records import CALIBRATION_BUCKET
 
 from aes_lib.flywheel.calibrate import DIAGNOSTIC, calibrate
 from aes_lib.flywheel.revision import RolloutEvidence, feedback_text, revision_assignment, sends_back
-from aes_lib.flywheel.runners.rollouts import announce, cached
+from aes_lib.agents.solver import publish_rollout
+from aes_lib.flywheel.runners.rollouts import cached
 from aes_lib.service import Context
 from aes_services.solver_backed import SolverBackedService
 
@@ -53,8 +54,8 @@ class CalibratorService(SolverBackedService[CandidateEnv]):
             # An imported task (a seed) runs in the sandbox imported tasks get, as in later rollouts.
             out = await cached(kv, rid, lambda: runner.run(msg.bundle, msg.env_id, rid, hints,
                                                            imported=msg.lineage.mode == "seed"))
-            await announce(ctx, out, episode_id=msg.episode_id, group_id=f"{msg.env_id}:calibration:rev{msg.lineage.revision}",
-                           purpose="diagnostic" if i == DIAGNOSTIC else "calibration")
+            await publish_rollout(ctx, out, episode_id=msg.episode_id, group_id=f"{msg.env_id}:calibration:rev{msg.lineage.revision}",
+                                  purpose="diagnostic" if i == DIAGNOSTIC else "calibration")
             return RolloutEvidence(out.reward, out.failure)
 
         async def hints() -> str:

@@ -22,7 +22,8 @@ from aes_proto.records import REVIEW_BUCKET, PoolEntry
 from aes_lib.flywheel.config import FlywheelConfig
 from aes_lib.flywheel.pool import out_of_band
 from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
-from aes_lib.flywheel.runners.rollouts import announce, cached
+from aes_lib.agents.solver import publish_rollout
+from aes_lib.flywheel.runners.rollouts import cached
 from aes_lib.service import Context, Service
 from aes_services.solver_backed import SolverBackedService
 
@@ -125,8 +126,8 @@ class PoolReviewService(SolverBackedService[PoolReview]):
             rid = f"{entry.env_id[:16]}-review-{msg.idempotency_key}-{len(rewards)}"
             out = await cached(kv, rid, lambda rid=rid: runner.run(entry.bundle, entry.env_id, rid,
                                                                    imported=entry.source == "seed"))
-            await announce(ctx, out, episode_id=msg.episode_id, group_id=f"{entry.env_id}:review:{msg.idempotency_key}",
-                           purpose="pool_review")
+            await publish_rollout(ctx, out, episode_id=msg.episode_id, group_id=f"{entry.env_id}:review:{msg.idempotency_key}",
+                                  purpose="pool_review")
             rewards.append(out.reward)
         return sum(rewards) / len(rewards)
 

@@ -21,7 +21,8 @@ from aes_proto.records import TRAINING_BUCKET
 from aes_lib.agents.loop import LoopLimits
 from aes_lib.flywheel.config import FlywheelConfig
 from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
-from aes_lib.flywheel.runners.rollouts import announce, cached
+from aes_lib.agents.solver import publish_rollout
+from aes_lib.flywheel.runners.rollouts import cached
 from aes_lib.flywheel.training import TrainingConfig, wave_requests
 from aes_lib.models.weights import engine_client
 from aes_lib.service import Context, Service
@@ -85,5 +86,5 @@ class TrainingRolloutService(Service[RolloutRequest]):
         out = await cached(kv, msg.rollout_id, attempt)
         log.info("rollout done", extra={"rollout_id": msg.rollout_id, "env_id": msg.env_id, "reward": out.reward,
                                         "wave_id": msg.wave_id, "policy_version": msg.policy_version})
-        await announce(ctx, out, episode_id=msg.wave_id, group_id=msg.group_id, purpose="training",
-                       group_size=msg.group_size)
+        await publish_rollout(ctx, out, episode_id=msg.wave_id, group_id=msg.group_id, purpose="training",
+                              group_size=msg.group_size)

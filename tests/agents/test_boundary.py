@@ -10,9 +10,9 @@ from aes_lib.agents.proposer.baselines import BaselineLimits
 from aes_lib.agents.proposer.boundary import GENERATORS, MODES, generator
 from aes_lib.agents.proposer.harness import EpisodeBudget
 from aes_lib.agents.proposer.proposal import Proposal
-from aes_lib.agents.trajectory import Trajectory
 from aes_lib.flywheel.config import FlywheelConfig, FlywheelConfigError
 from aes_proto.messages import BlobRef, ProposerMode
+from aes_proto.trajectory import Trajectory
 from aes_lib.agents.proposer.config import ProposerConfig
 
 

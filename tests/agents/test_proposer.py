@@ -17,7 +17,7 @@ from aes_lib.bus import kv as kvs
 from aes_lib.flywheel.planner import fold
 from aes_lib.agents.proposer.tools import ProposerTools
 from aes_lib.agents.proposer.workspace import build_workspace
-from aes_lib.agents.trajectory import Trajectory, load_trajectory, store_trajectory
+from aes_lib.agents.trajectory import load_trajectory, store_trajectory
 from aes_lib.bundle import pack, unpack
 from aes_lib.domains.kinds import DomainKinds
 from aes_lib.sandbox import ImageCache
@@ -27,6 +27,7 @@ from aes_proto.messages import (
     Assignment, CalibrationResult, CandidateEnv, Lineage, RolloutSummary, ValidationResult,
 )
 from aes_proto.records import HISTORY_BUCKET, EnvHistory, history_key
+from aes_proto.trajectory import Trajectory
 from aes_services.proposer import ProposerService
 from aes_services.validator import ValidatorService
 

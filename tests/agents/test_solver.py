@@ -9,7 +9,7 @@ from replay_server import ReplayServer
 
 from aes_lib.agents.loop import LoopLimits, run_loop
 from aes_lib.agents.solver import SYSTEM_PROMPT, publish_rollout, rollout
-from aes_lib.agents.trajectory import Trajectory, load_trajectory
+from aes_lib.agents.trajectory import load_trajectory
 from aes_lib.blobstore import open_store
 from aes_lib.bundle import Task
 from aes_lib.models import ChatClient
@@ -18,6 +18,7 @@ from aes_lib.domains.kinds import DomainKinds
 from aes_lib.sandbox.images import ImageCache
 from aes_proto import subjects
 from aes_proto.messages import RolloutSummary, TrajectoryRef
+from aes_proto.trajectory import Trajectory
 
 pytestmark = pytest.mark.docker
 
@@ -88,9 +89,9 @@ async def test_replayed_rollout_scores_and_publishes(tmp_path, bus):
         await client.aclose()
     assert r.trajectory.reward == 1.0 and r.trajectory.stop_reason == "done"
     assert "reward" in r.trajectory.verifier_output
-    await publish_rollout(bus, r, episode_id="ep1", group_id="g1", purpose="calibration")
+    await publish_rollout(bus, r.outcome, episode_id="ep1", group_id="g1", purpose="calibration")
     assert await bus.history(subjects.TRAJECTORIES, TrajectoryRef) == []  # not trained on
-    await publish_rollout(bus, r, episode_id="ep1", group_id="g1", purpose="training", group_size=4)
+    await publish_rollout(bus, r.outcome, episode_id="ep1", group_id="g1", purpose="training", group_size=4)
     [summary] = await bus.history(subjects.ROLLOUT_SUMMARY, RolloutSummary)
     [ref] = await bus.history(subjects.trajectory("solver"), TrajectoryRef)
     assert summary.reward == ref.reward == 1.0 and summary.failure == "" and summary.purpose == "calibration"

@@ -26,10 +26,10 @@ async def aes(settings, *args) -> str:
 
 
 @contextlib.asynccontextmanager
-async def running(settings, *services):
+async def running(settings, *services, bus_type: type[Bus] = Bus):
     """Each service on its own connection (as separate processes would be), drained on exit."""
     stop = asyncio.Event()
-    buses = [await Bus.connect(settings, name=s.name) for s in services]
+    buses = [await bus_type.connect(settings, name=s.name) for s in services]
     tasks = [asyncio.create_task(serve(s, b, stop)) for s, b in zip(services, buses)]
     try:
         yield
@@ -38,6 +38,25 @@ async def running(settings, *services):
         await asyncio.gather(*tasks, return_exceptions=True)
         for b in buses:
             await b.close()
+
+
+class EngineAtV0:
+    """An engine that serves the base weights (v0), as every wave of these tests asks."""
+
+    async def version(self) -> int:
+        return 0
+
+
+def training_rollouts(runner, config=None):
+    """The training-rollout service with ``runner`` in front of an engine at v0."""
+    from aes_lib.flywheel.training import TrainingConfig
+    from aes_services.training import TrainingRolloutService
+
+    class Rollouts(TrainingRolloutService):
+        async def setup(self, ctx) -> None:
+            self.engine = EngineAtV0()
+
+    return Rollouts(runner=runner, config=config or TrainingConfig())
 
 
 async def wait_for(bus: Bus, subject: str, type_, predicate, poll: float = 0.2):

@@ -9,7 +9,9 @@ import msgspec
 import pytest
 
 from aes_proto import MESSAGE_TYPES, MessageError, decode, encode, json_schemas
-from aes_proto.messages import Assignment, BlobRef, Message
+from aes_proto.messages import UNKNOWN_VERSION, Assignment, BlobRef, Message
+from aes_proto.records import RolloutOutcome
+from aes_proto.trajectory import Trajectory, Turn, decode_trajectory, encode_trajectory, trajectory_key
 
 REF = BlobRef(key="bundles/sha256/ab.tar.gz", sha256="ab" * 32, size=3)
 
@@ -21,8 +23,8 @@ def sample(tp: object, name: str) -> object:
         return args[-1]
     if origin in (typing.Union, types.UnionType):
         return sample(next(a for a in args if a is not type(None)), name)
-    if origin is tuple:
-        return (sample(args[0], name),)
+    if origin in (tuple, list):
+        return origin([sample(args[0], name)])
     if origin is dict:
         return {sample(args[0], name): sample(args[1], name)}
     if isinstance(tp, type) and issubclass(tp, msgspec.Struct):
@@ -80,3 +82,44 @@ def test_bad_message_raises_naming_the_field(data: bytes, field: str) -> None:
 def test_truncated_bytes_raise_message_error() -> None:
     with pytest.raises(MessageError):
         decode(encode(build(Assignment))[:-3], Assignment)
+
+
+STORED = (RolloutOutcome, Trajectory)
+"""Contract types stored rather than sent: a KV record (msgpack) and the trajectory blob (JSON)."""
+
+
+@pytest.mark.parametrize("cls", STORED, ids=lambda c: c.__name__)
+def test_every_stored_record_round_trips(cls: type[msgspec.Struct]) -> None:
+    rec = build(cls)
+    assert msgspec.msgpack.decode(msgspec.msgpack.encode(rec), type=cls) == rec
+    assert msgspec.json.decode(msgspec.json.encode(rec), type=cls) == rec
+
+
+def test_a_trajectory_round_trips_through_its_blob_encoding() -> None:
+    traj = Trajectory(rollout_id="r", role="solver", turns=[build(Turn)], metrics={"asks": 2.0})
+    assert decode_trajectory(encode_trajectory(traj)) == traj
+    assert trajectory_key("solver", "r") == "trajectories/solver/r.json"
+
+
+def test_a_trajectory_blob_stored_before_the_move_still_decodes() -> None:
+    """Bytes as ``aes_lib.agents.trajectory`` wrote them (field names unchanged by the move)."""
+    old = (b'{"rollout_id":"w-g0-1","role":"solver","env_id":"e","model":"m","instruction":"do",'
+           b'"messages":[{"role":"user","content":"do"}],"turns":[{"index":0,"reply":"r","command":"ls",'
+           b'"output":"","exit_code":0,"timed_out":false,"format_error":false,"tool":false,'
+           b'"prompt_token_ids":[1,2],"completion_token_ids":[3],"completion_logprobs":[-0.5],'
+           b'"prompt_tokens":2,"completion_tokens":1,"model_seconds":0.1,"exec_seconds":0.2,'
+           b'"temperature":0.7,"policy_version":3}],"stop_reason":"done","reward":1.0,"verifier_output":"ok",'
+           b'"format_errors":0,"prompt_tokens":2,"completion_tokens":1,"cost_usd":0.0,"started_at":1.0,'
+           b'"agent_seconds":2.0,"verifier_seconds":3.0,"error":"","metrics":{"asks":1.0}}')
+    traj = decode_trajectory(old)
+    assert (traj.policy_version, traj.n_tokens, traj.turns[0].temperature, traj.metrics) == (3, 1, 0.7, {"asks": 1.0})
+
+
+def test_an_outcome_recorded_before_it_carried_the_summary_decodes_as_unknown() -> None:
+    """A KV record of the five fields outcomes had: it decodes, its version is unknown (never
+    trained on as fresh) and without a rollout id (``runners.rollouts.cached`` runs it again)."""
+    old = msgspec.msgpack.encode({"reward": 1.0, "trajectory": msgspec.to_builtins(REF), "failure": "",
+                                  "n_turns": 2, "seconds": 1.5})
+    out = msgspec.msgpack.decode(old, type=RolloutOutcome)
+    assert (out.reward, out.trajectory, out.n_turns) == (1.0, REF, 2)
+    assert (out.rollout_id, out.policy_version) == ("", UNKNOWN_VERSION)

@@ -111,3 +111,22 @@ def test_dispatcher_survives_the_kernel_submodule_import():
     for backend in ("triton", "torch"):
         out = aes_kernels.dppo_objective(logp, mu_logp, adv, torch.ones(1), backend=backend)
         assert out.loss.item() == pytest.approx(-0.45 / 0.40, rel=1e-5)
+
+
+@pytest.mark.parametrize("name,divergence", [("dppo_tv", "tv"), ("dppo_kl", "kl")])
+def test_the_learner_losses_reach_the_kernel_and_the_reference_with_their_delta(name, divergence):
+    """The registered DPPO losses compute through ``aes_kernels``: the Triton kernel and the torch
+    reference, each with the loss's own ``delta`` (a different one masks a different count)."""
+    from aes_lib.learner import build_loss
+
+    logp, mu, adv, valid = _random(1024, seed=3)
+    for delta in (0.02, 0.2):
+        loss = build_loss(name, [f"delta={delta}"])
+        want = dppo_loss_reference(logp, mu, adv, valid, delta=delta, divergence=divergence, normalizer=2048.0)
+        for backend in ("triton", "torch"):
+            got = loss(logp, mu, adv, valid, normalizer=2048.0, backend=backend)
+            torch.testing.assert_close(got.loss, want.loss, atol=1e-6, rtol=1e-5)
+            assert got.masked_tokens.item() == want.masked_tokens.item()
+    masked = [build_loss(name, [f"delta={d}"])(logp, mu, adv, valid, normalizer=1.0, backend="torch").masked_tokens.item()
+              for d in (0.02, 0.2)]
+    assert masked[0] > masked[1]

@@ -1,9 +1,9 @@
-"""Trajectory conversion, the loss registry, checkpoints and the trainer's token alignment."""
+"""Trajectory conversion, checkpoints and the trainer's token alignment."""
 
 import pytest
 import torch
 
-from aes_lib.agents.trajectory import Trajectory, Turn
+from aes_proto.trajectory import Trajectory, Turn
 from aes_lib.blobstore import open_store
 from aes_lib.learner import (
     CheckpointError,
@@ -11,8 +11,6 @@ from aes_lib.learner import (
     LearnerConfig,
     TokenizedTurn,
     TrajectoryFormatError,
-    UnknownLossError,
-    get_loss,
     load_tensors,
     write_hf_folder,
     turns_from_trajectory,
@@ -32,13 +30,6 @@ def test_turns_from_trajectory_skips_empty_turns_and_rejects_mismatched_logprobs
         turns_from_trajectory(Trajectory(rollout_id="r", role="solver", turns=[bad]))
     with pytest.raises(TrajectoryFormatError, match="<= 0"):
         TokenizedTurn((1,), (2,), (0.5,))
-
-
-def test_loss_registry():
-    assert get_loss("dppo_tv").keywords == {"divergence": "tv"}
-    assert get_loss("dppo_kl").keywords == {"divergence": "kl"}
-    with pytest.raises(UnknownLossError, match="unknown loss 'ppo_clip'"):
-        get_loss("ppo_clip")
 
 
 def test_checkpoint_folder_roundtrip(tmp_path):

@@ -6,12 +6,13 @@ import contextlib
 import pytest
 import torch
 
-from aes_lib.agents.trajectory import Trajectory, Turn, store_trajectory
+from aes_lib.agents.trajectory import store_trajectory
 from aes_lib.bus import Bus, serve
 from aes_lib.learner import LearnerConfig, LearnerConfigError, policy_tensors
 from aes_lib.models.engine import TorchEngine
 from aes_proto import subjects
 from aes_proto.messages import LearnerStats, PolicyVersion, TrajectoryRef
+from aes_proto.trajectory import Trajectory, Turn
 from aes_services.learner import LearnerService
 
 from .helpers import BOS, EOS, SEP, tiny_llama

@@ -11,10 +11,11 @@ import pytest
 
 from aes_lib.admission import rejection
 from aes_lib.agents.proposer.candidate import no_candidate, proposal
-from aes_lib.agents.trajectory import Trajectory, Turn, store_trajectory
+from aes_lib.agents.trajectory import store_trajectory
 from aes_lib.learner import LearnerConfig
 from aes_proto import subjects
 from aes_proto.messages import (
+from aes_proto.trajectory import Trajectory, Turn
     Assignment,
     BlobRef,
     CalibrationResult,

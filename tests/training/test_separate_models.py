@@ -9,12 +9,13 @@ import dataclasses
 
 import pytest
 
-from aes_lib.agents.trajectory import Trajectory, Turn, store_trajectory
+from aes_lib.agents.trajectory import store_trajectory
 from aes_lib.learner import LearnerConfig
 from aes_lib.models.torch_serve import serve
 from aes_lib.models.weights import TorchEngineClient
 from aes_proto import subjects
 from aes_proto.messages import LearnerStats, PolicyVersion, ServingUpdate, TrajectoryRef
+from aes_proto.trajectory import Trajectory, Turn
 from aes_services.learner import ProposerLearnerService, SolverLearnerService
 from aes_services.serving import WeightSyncService
 

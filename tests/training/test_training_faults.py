@@ -10,15 +10,14 @@ from collections import Counter
 
 import pytest
 
-from aes_lib.agents.trajectory import Trajectory, store_trajectory
-from aes_lib.flywheel.training import TrainingConfig
+from aes_lib.agents.trajectory import store_trajectory
 from aes_lib.sandbox import TrialFault
 from aes_proto import subjects
 from aes_proto.messages import BlobRef, RolloutRequest, RolloutSummary
 from aes_proto.records import RolloutOutcome
-from aes_services.training import TrainingRolloutService
+from aes_proto.trajectory import Trajectory
 
-from flywheel_helpers import running, wait_for
+from flywheel_helpers import running, training_rollouts, wait_for
 
 
 class FlakyRunner:
@@ -32,19 +31,8 @@ class FlakyRunner:
         self.runs[rollout_id] += 1
         if self.runs[rollout_id] == 1:
             raise TrialFault("sandbox failed: injected: the Docker daemon dropped the connection")
-        return RolloutOutcome(reward=1.0, trajectory=self.trajectory, n_turns=1)
-
-
-class Served:
-    """An engine that serves the version the wave asks for."""
-
-    async def version(self) -> int:
-        return 0
-
-
-class Rollouts(TrainingRolloutService):
-    async def setup(self, ctx) -> None:
-        self.engine = Served()
+        return RolloutOutcome(reward=1.0, trajectory=self.trajectory, n_turns=1, rollout_id=rollout_id, env_id=env_id,
+                              model="m", policy_version=0)
 
 
 async def test_a_faulted_training_attempt_is_retried_not_scored(fresh_nats, bus) -> None:
@@ -53,7 +41,7 @@ async def test_a_faulted_training_attempt_is_retried_not_scored(fresh_nats, bus)
     runner = FlakyRunner(ref)
     req = RolloutRequest(idempotency_key="w-g0-0", episode_id="w", rollout_id="w-g0-0", env_id="env", bundle=ref,
                          group_id="w-g0", group_size=2, wave_id="w")
-    async with running(fresh_nats, Rollouts(runner=runner, config=TrainingConfig())):
+    async with running(fresh_nats, training_rollouts(runner)):
         await bus.publish(subjects.ROLLOUT_REQUEST, req)
         summaries = await asyncio.wait_for(
             wait_for(bus, subjects.ROLLOUT_SUMMARY, RolloutSummary, lambda ms: len(ms) >= 1), 60)

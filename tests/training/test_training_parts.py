@@ -8,10 +8,10 @@ from aes_lib.config import Settings
 from aes_proto.records import PoolEntry
 from aes_lib.flywheel.training import TrainingConfig, TrainingConfigError, sample_environments, wave_requests
 from aes_ops.waves import LearnerTally
-from aes_lib.agents.trajectory import Trajectory, Turn
 from aes_lib.models.weights import StaticEngineError, TorchEngineClient, VLLMEngineClient, engine_client
 from aes_proto.messages import UNKNOWN_VERSION
 from aes_proto.messages import BlobRef, LearnerStats, ServingUpdate, TrainingWave, TrajectoryRef
+from aes_proto.trajectory import Trajectory, Turn
 from aes_services.registry import SERVICES, stack_services
 from aes_services.serving import engine_urls
 

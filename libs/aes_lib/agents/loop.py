@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from aes_lib.agents.parse import parse_action
-from aes_lib.agents.trajectory import Trajectory, turn_from_chat
+from aes_proto.trajectory import Trajectory
+from aes_lib.agents.trajectory import turn_from_chat
 from aes_lib.models import ChatClient, ModelError
 from aes_lib.text import truncate
 from aes_lib.tools import ToolHandler

@@ -3,7 +3,8 @@
 ``SolverAgent`` implements the sandbox's ``Agent`` protocol, so ``run_trial`` runs
 it in the task container and then the verifier. ``rollout`` does one attempt and
 stores the trajectory; ``run_rollouts`` runs many with bounded concurrency;
-``publish_rollout`` announces one on the bus.
+``publish_rollout`` announces one on the bus from its ``RolloutOutcome`` alone (the
+stored trajectory is written once here and read only by whoever needs its body).
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ from dataclasses import dataclass
 
 from aes_lib.agents.loop import LoopLimits, run_loop
 from aes_lib.agents.parse import DONE_MARKER
-from aes_lib.agents.trajectory import Trajectory, store_trajectory
+from aes_lib.agents.trajectory import store_trajectory
 from aes_lib.domains import ToolSession, domain_of
 from aes_lib.models import ChatClient
 from aes_lib.sandbox.trial import AgentOutcome, run_trial
 from aes_proto import subjects
 from aes_proto.messages import BlobRef, RolloutSummary, TrajectoryRef
+from aes_proto.records import RolloutOutcome
+from aes_proto.trajectory import Trajectory
 
 SYSTEM_PROMPT = f"""You are an expert at the Linux command line, working inside a container to complete a task.
 Each reply must contain exactly one shell command in a fenced block, like:
@@ -76,6 +79,17 @@ class Rollout:
 
     trajectory: Trajectory
     ref: BlobRef
+
+    @property
+    def outcome(self) -> RolloutOutcome:
+        """What the services cache and publish: the trajectory's summary and where it is stored."""
+        t = self.trajectory
+        return RolloutOutcome(
+            reward=t.reward, trajectory=self.ref, failure=failure_signature(t), n_turns=len(t.turns),
+            seconds=t.agent_seconds + t.verifier_seconds, rollout_id=t.rollout_id, env_id=t.env_id, model=t.model,
+            stop_reason=t.stop_reason, policy_version=t.policy_version, n_tokens=t.n_tokens,
+            prompt_tokens=t.prompt_tokens, completion_tokens=t.completion_tokens, metrics=dict(t.metrics),
+        )
 
 
 async def rollout(
@@ -141,31 +155,30 @@ def failure_signature(traj: Trajectory) -> str:
 
 
 async def publish_rollout(
-    ctx, r: Rollout, *, episode_id: str, group_id: str, purpose: str = "training", group_size: int = 0
+    ctx, out: RolloutOutcome, *, episode_id: str, group_id: str, purpose: str = "training", group_size: int = 0
 ) -> None:
     """RolloutSummary for the planner, status and (folded into the environment's history)
     the proposer's workspace; for a training attempt, a TrajectoryRef for the learner (the
     other purposes -- calibration, review, diagnostics with hints -- are no on-policy groups
-    of a known size, so they are not trained on)."""
-    t = r.trajectory
-    failure = failure_signature(t)
+    of a known size, so they are not trained on). ``out`` may come from a cache: keys derive
+    from the rollout id, so publishing again after a crash publishes nothing new."""
     await ctx.publish(
         subjects.ROLLOUT_SUMMARY,
         RolloutSummary(
-            idempotency_key=f"{t.rollout_id}:summary",
+            idempotency_key=f"{out.rollout_id}:summary",
             episode_id=episode_id,
-            rollout_id=t.rollout_id,
-            env_id=t.env_id,
+            rollout_id=out.rollout_id,
+            env_id=out.env_id,
             role="solver",
-            reward=t.reward,
-            n_turns=len(t.turns),
-            seconds=t.agent_seconds + t.verifier_seconds,
-            failure=failure,
-            trajectory=r.ref,
-            policy_version=t.policy_version,
+            reward=out.reward,
+            n_turns=out.n_turns,
+            seconds=out.seconds,
+            failure=out.failure,
+            trajectory=out.trajectory,
+            policy_version=out.policy_version,
             purpose=purpose,
-            model=t.model,
-            metrics=t.metrics,
+            model=out.model,
+            metrics=out.metrics,
         ),
     )
     if purpose != "training":
@@ -173,17 +186,17 @@ async def publish_rollout(
     await ctx.publish(
         subjects.trajectory("solver"),
         TrajectoryRef(
-            idempotency_key=f"{t.rollout_id}:trajectory",
+            idempotency_key=f"{out.rollout_id}:trajectory",
             episode_id=episode_id,
-            rollout_id=t.rollout_id,
-            env_id=t.env_id,
+            rollout_id=out.rollout_id,
+            env_id=out.env_id,
             role="solver",
             group_id=group_id,
-            reward=t.metrics.get(SHAPED_REWARD, t.reward),
-            trajectory=r.ref,
-            policy_version=t.policy_version,
-            n_tokens=t.n_tokens,
-            finished=t.stop_reason in ("done", "turn_limit", "time_limit"),
+            reward=out.metrics.get(SHAPED_REWARD, out.reward),
+            trajectory=out.trajectory,
+            policy_version=out.policy_version,
+            n_tokens=out.n_tokens,
+            finished=out.stop_reason in ("done", "turn_limit", "time_limit"),
             group_size=group_size,
         ),
     )

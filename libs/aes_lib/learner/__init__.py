@@ -21,16 +21,26 @@ from aes_lib.learner.checkpoint import (
 )
 from aes_lib.learner.config import LearnerConfig, LearnerConfigError
 from aes_lib.learner.head import LogprobHead, UnsupportedModelError, install_head
-from aes_lib.learner.losses import LOSSES, UnknownLossError, get_loss, register_loss
+from aes_lib.learner.losses import (
+    Loss,
+    LossOutput,
+    LossParamsError,
+    UnknownLossError,
+    build_loss,
+    loss_class,
+    loss_names,
+    register_loss,
+)
 from aes_lib.learner.policy import checkpoint_key, publish_policy
 from aes_lib.learner.samples import Sample, TokenizedTurn, TrajectoryFormatError, turns_from_trajectory
 from aes_lib.learner.sequences import TrainSeq, pack_turns
 from aes_lib.learner.trainer import DppoTrainer, StepStats
 
 __all__ = [
-    "Batch", "Batcher", "CheckpointError", "DppoTrainer", "Group", "LOSSES", "LearnerConfig",
+    "Batch", "Batcher", "CheckpointError", "DppoTrainer", "Group", "LearnerConfig", "Loss", "LossOutput",
+    "LossParamsError",
     "LearnerConfigError", "LogprobHead", "Sample", "StepStats", "TokenizedTurn", "TrainSeq",
     "TrajectoryFormatError", "UnknownLossError", "UnsupportedModelError", "centred", "checkpoint_key",
-    "folder_tensors", "get_loss", "has_signal", "install_head", "load_tensors", "pack_turns", "policy_tensors",
+    "build_loss", "folder_tensors", "has_signal", "install_head", "load_tensors", "loss_class", "loss_names", "pack_turns", "policy_tensors",
     "publish_model", "publish_policy", "register_loss", "turns_from_trajectory", "write_hf_folder",
 ]

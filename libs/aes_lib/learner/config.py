@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import ClassVar, Literal
 
 from aes_lib.config import read_settings
+from aes_lib.learner.losses import LossParamsError, UnknownLossError, build_loss
 
 
 class LearnerConfigError(ValueError):
@@ -43,9 +45,11 @@ class LearnerConfig:
     max_grad_norm: float = 1.0
     """Gradient-norm clip before each optimizer step; 0 disables it."""
     loss: str = "dppo_tv"
-    """Name of a registered loss (``aes_lib.learner.losses``): ``dppo_tv`` or ``dppo_kl``."""
-    delta: float = 0.1
-    """Trust-region threshold of the DPPO mask (on the binary TV or binary KL)."""
+    """Name of a registered loss (``aes_lib.learner.losses``): ``dppo_tv``, ``dppo_kl`` or one an
+    ``aes.losses`` entry point adds."""
+    loss_params: tuple[str, ...] = ()
+    """The loss's hyper-parameters as ``key=value`` items, the rest at the loss's defaults (DPPO:
+    ``delta=0.1``, the trust-region threshold of its mask on the binary TV or KL)."""
     micro_batch_tokens: int = 8192
     """Padded tokens per forward/backward pass; gradients accumulate over a batch."""
     kernel_backend: Literal["auto", "triton", "torch"] = "auto"
@@ -90,9 +94,12 @@ class LearnerConfig:
             raise LearnerConfigError("group sizes must be >= 2: a single attempt has no advantage")
         if self.keep_checkpoints < 0:
             raise LearnerConfigError(f"keep_checkpoints must be >= 0, got {self.keep_checkpoints}")
-        if self.lr <= 0 or self.delta <= 0 or self.max_grad_norm < 0:
-            raise LearnerConfigError(f"lr and delta must be > 0 and max_grad_norm >= 0, got "
-                                     f"{self.lr}, {self.delta}, {self.max_grad_norm}")
+        if self.lr <= 0 or self.max_grad_norm < 0:
+            raise LearnerConfigError(f"lr must be > 0 and max_grad_norm >= 0, got {self.lr}, {self.max_grad_norm}")
+        try:
+            build_loss(self.loss, self.loss_params)
+        except (UnknownLossError, LossParamsError, TypeError) as e:
+            raise LearnerConfigError(str(e)) from None
         for name in ("param_dtype", "reduce_dtype", "publish_dtype"):
             if getattr(self, name) not in ("float32", "bfloat16"):
                 raise LearnerConfigError(f"{name} must be float32 or bfloat16, got {getattr(self, name)!r}")
@@ -107,4 +114,7 @@ class LearnerConfig:
 
     @classmethod
     def from_env(cls, **overrides: object) -> "LearnerConfig":
+        if "AES_LEARNER_DELTA" in os.environ:  # read by no field now: it would change nothing, silently
+            raise LearnerConfigError("AES_LEARNER_DELTA: the DPPO threshold is a parameter of its loss now: "
+                                     "set AES_LEARNER_LOSS_PARAMS=delta=<value>")
         return cls(**{**read_settings(cls, LearnerConfigError), **overrides})  # type: ignore[arg-type]

@@ -10,6 +10,7 @@ gathered to rank 0 and written as an HF-format folder.
 from __future__ import annotations
 
 import shutil
+import threading
 from pathlib import Path
 
 import torch
@@ -27,6 +28,10 @@ from aes_lib.learner.head import install_head
 from aes_lib.learner.distributed import DTYPES, local_device, rank, shard_model
 from aes_lib.learner.trainer import DppoTrainer, Plan, StepStats
 
+_LOADING = threading.Lock()
+"""``from_pretrained`` swaps torch's init functions process-wide while it builds a model on the meta
+device, so two learners of one process (separate policies) loading at once can leave one with
+meta tensors ("Cannot copy out of meta tensor"): they load one at a time."""
 
 class LearnerRuntime:
     model: torch.nn.Module
@@ -38,7 +43,8 @@ class LearnerRuntime:
 
         torch.manual_seed(config.seed)
         self.config, self.model_path = config, Path(model_path)
-        model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).to(local_device(config))
+        with _LOADING:
+            model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).to(local_device(config))
         if torch.distributed.is_initialized():
             install_head(model, config.kernel_backend)  # before sharding: FSDP swaps the params of the modules it saw
             shard_model(model, config)

@@ -1,6 +1,6 @@
 """What the learner trains on: tokenized assistant turns with the sampler's log-probs.
 
-The trajectory JSON is ``aes_lib.agents.trajectory.Trajectory``: each ``Turn``
+The trajectory JSON is ``aes_proto.trajectory.Trajectory``: each ``Turn``
 carries ``prompt_token_ids`` (the whole chat-templated prompt the model saw),
 ``completion_token_ids`` and ``completion_logprobs`` (the sampler's log-prob of each
 completion token). Each turn trains as its own sequence ``prompt + completion``,
@@ -11,8 +11,10 @@ sampler conditioned on.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from aes_lib.agents.trajectory import Trajectory
+if TYPE_CHECKING:  # annotations only: the trainer's modules import without msgspec
+    from aes_proto.trajectory import Trajectory
 
 
 class TrajectoryFormatError(ValueError):

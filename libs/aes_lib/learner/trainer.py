@@ -26,7 +26,7 @@ import torch.distributed as dist
 from aes_lib.learner.batcher import Batch
 from aes_lib.learner.config import LearnerConfig
 from aes_lib.learner.head import Targets, UnsupportedModelError, install_head
-from aes_lib.learner.losses import get_loss
+from aes_lib.learner.losses import build_loss
 from aes_lib.learner.sequences import TrainSeq, micro_batches, pack_turns, split_across
 
 __all__ = ["DppoTrainer", "Plan", "StepStats", "UnsupportedModelError", "batch_sequences"]
@@ -41,7 +41,7 @@ class StepStats:
     tokens: int
     """Completion tokens trained on."""
     masked_tokens: int
-    """Tokens whose gradient the DPPO mask removed."""
+    """Tokens whose gradient the loss's trust region (DPPO's mask) removed."""
     mask_fraction: float
     mean_divergence: float
     grad_norm: float
@@ -75,7 +75,7 @@ class DppoTrainer:
         self.head = install_head(model, config.kernel_backend)
         self.model = model
         self.config = config
-        self.loss_fn = get_loss(config.loss)
+        self.loss = build_loss(config.loss, config.loss_params)
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
         self.steps = 0
 
@@ -133,8 +133,7 @@ class DppoTrainer:
         sums = torch.zeros(4, dtype=torch.float64, device=dev)  # loss, masked tokens, divergence sum, forwarded tokens
         for mb in mbs:
             logp, mu, adv, valid = self._token_logprobs(mb)
-            out = self.loss_fn(logp, mu, adv, valid, delta=self.config.delta,
-                               normalizer=n_tokens, backend=self.config.kernel_backend)
+            out = self.loss(logp, mu, adv, valid, normalizer=n_tokens, backend=self.config.kernel_backend)
             (out.loss * world).backward()  # FSDP averages gradients over ranks; the loss is a sum
             n_valid = float(valid.sum())
             sums += torch.tensor([out.loss.item(), out.masked_tokens.item(), out.mean_divergence.item() * n_valid,

@@ -18,13 +18,14 @@ from pathlib import Path
 from aes_lib.agents.proposer.files import FileFormatError, UnsafeFilePathError, format_files, parse_files, write_files
 from aes_lib.agents.proposer.proposal import Proposal
 from aes_lib.agents.proposer.workspace import INSTRUCTIONS, TEMPLATE, assignment_text, install_verifier
-from aes_lib.agents.trajectory import Trajectory, store_trajectory, turn_from_chat
+from aes_lib.agents.trajectory import store_trajectory, turn_from_chat
 from aes_lib.bundle import BundleError, pack, unpack
 from aes_lib.models import ChatClient, ModelError
 from aes_lib.domains.validation import validate_in_domain
 from aes_lib.sandbox import ValidationReport
 from aes_lib.text import truncate
 from aes_proto.messages import Assignment, BlobRef
+from aes_proto.trajectory import Trajectory
 
 SYSTEM_PROMPT = """You design tasks (training environments) for a terminal agent.
 Reply with every file of one task, each in this exact format and nothing else between files:

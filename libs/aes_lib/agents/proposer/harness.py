@@ -26,10 +26,11 @@ from aes_lib.agents.proposer.workspace import (
     build_workspace,
     save_state,
 )
-from aes_lib.agents.trajectory import Trajectory, store_trajectory
+from aes_lib.agents.trajectory import store_trajectory
 from aes_lib.models import ChatClient
 from aes_lib.sandbox.container import Limits, Sandbox
 from aes_proto.messages import Assignment
+from aes_proto.trajectory import Trajectory
 
 WORKSPACE = "/workspace"
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aes_lib.agents.trajectory import Trajectory
 from aes_lib.bundle import PackedBundle
 from aes_lib.sandbox import ValidationReport
 from aes_proto.messages import BlobRef
+from aes_proto.trajectory import Trajectory
 
 
 @dataclass(frozen=True)

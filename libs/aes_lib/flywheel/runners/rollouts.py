@@ -7,7 +7,6 @@ implements it with the real solver in a Docker sandbox.
 
 from __future__ import annotations
 
-import asyncio
 import re
 from typing import Protocol
 
@@ -16,9 +15,7 @@ import msgspec
 from aes_proto.messages import BlobRef
 from aes_proto.records import RolloutOutcome
 
-from aes_lib.agents.solver import Rollout, publish_rollout
 from aes_lib.bus import kv as kvs
-from aes_lib.agents.trajectory import load_trajectory
 
 _KEY_UNSAFE = re.compile(r"[^-_A-Za-z0-9]")
 
@@ -40,20 +37,11 @@ def kv_key(rollout_id: str) -> str:
 
 
 async def cached(kv, rollout_id: str, run) -> RolloutOutcome:
-    """``run()`` once per ``rollout_id``: a redelivered message reuses a finished attempt."""
+    """``run()`` once per ``rollout_id``: a redelivered message reuses a finished attempt (one
+    recorded before outcomes carried their summary, without a rollout id, runs again)."""
     key = kv_key(rollout_id)
-    if (done := await kvs.read(kv, key, RolloutOutcome)) is not None:
+    if (done := await kvs.read(kv, key, RolloutOutcome)) is not None and done.rollout_id:
         return done
     outcome = await run()
     await kv.put(key, msgspec.msgpack.encode(outcome))
     return outcome
-
-
-async def announce(ctx, out: RolloutOutcome, *, episode_id: str, group_id: str, purpose: str,
-                   group_size: int = 0) -> None:
-    """Publish a (possibly cached) attempt like every solver rollout: summary, the
-    environment's rollout index, and for training a trajectory ref for the learner. Keys
-    derive from the rollout id, so announcing again after a crash publishes nothing new."""
-    traj = await asyncio.to_thread(load_trajectory, ctx.blobs, out.trajectory)
-    await publish_rollout(ctx, Rollout(traj, out.trajectory), episode_id=episode_id, group_id=group_id,
-                          purpose=purpose, group_size=group_size)

@@ -11,7 +11,7 @@ from pathlib import Path
 from aes_proto.messages import BlobRef
 
 from aes_lib.agents.loop import LoopLimits
-from aes_lib.agents.solver import failure_signature, rollout
+from aes_lib.agents.solver import rollout
 from aes_lib.bundle import Task, unpack
 from aes_lib.flywheel.config import FlywheelConfig
 from aes_proto.records import RolloutOutcome
@@ -78,9 +78,7 @@ class TrialRolloutRunner:
         images = self.imported_images if imported else self.images
         r = await rollout(task, self.client, images, self.blobs, self.limits,
                           env_id=env_id, rollout_id=rollout_id, hints=hints)
-        t = r.trajectory
-        return RolloutOutcome(reward=t.reward, failure=failure_signature(t), n_turns=len(t.turns),
-                              seconds=t.agent_seconds + t.verifier_seconds, trajectory=r.ref)
+        return r.outcome
 
     async def reference_solution(self, bundle: BlobRef) -> str:
         task = await self.task(bundle)
