@@ -34,7 +34,8 @@ def _stored(store, root: Path):
 
 
 def _parent(store, tmp_path: Path, name: str, difficulty: int, seed: int = 1):
-    root = families.write_instance(families.get(name), Params(difficulty, seed), tmp_path / f"parent-{name}-{difficulty}-{seed}")
+    dest = tmp_path / f"parent-{name}-{difficulty}-{seed}"
+    root = families.write_instance(families.get(name), Params(difficulty, seed), dest)
     return _stored(store, root)
 
 
@@ -48,6 +49,11 @@ def _instance(store, tmp_path: Path, proposal) -> families.Instance:
     if not dest.exists():
         unpack(proposal.packed.data, dest)
     return families.read_instance(dest)
+
+
+def _resources(store, tmp_path: Path) -> Resources:
+    """What the procedural mode reads: the blob store alone (no model, no Docker)."""
+    return Resources(client=None, store=store, images=None, state_file=tmp_path / "state")  # type: ignore[arg-type]
 
 
 def _history(env_id: str, rewards: list[float]) -> EnvHistory:
@@ -72,7 +78,7 @@ async def test_the_planners_directions_move_the_parameters_and_clamp(tmp_path):
         expect[env_id] = child
     plan = plan_round(entries, [], stats, fresh=len(entries), round_=1, mode="procedural")
     assert sorted(a.lineage.parent_env_id for a in plan) == sorted(expect)
-    resources = Resources(client=None, store=store, images=None, state_file=tmp_path / "state")  # type: ignore[arg-type]
+    resources = _resources(store, tmp_path)
     for a in plan:
         p = await generate(a, resources)
         assert p.packed is not None, p.failure
@@ -86,7 +92,7 @@ async def test_the_planners_directions_move_the_parameters_and_clamp(tmp_path):
 async def test_deterministic_per_assignment_and_distinct_across_attempts(tmp_path):
     store = FileBlobStore(tmp_path / "blobs")
     env_id, ref = _parent(store, tmp_path, "reverse-text", 3)
-    r = Resources(client=None, store=store, images=None, state_file=tmp_path / "state")  # type: ignore[arg-type]
+    r = _resources(store, tmp_path)
     first = await generate(_assignment(env_id, ref, key="a1"), r)
     again = await generate(_assignment(env_id, ref, key="a1"), r)  # a redelivery
     other = await generate(_assignment(env_id, ref, key="a2"), r)  # a parallel attempt
@@ -97,7 +103,7 @@ async def test_a_revision_starts_from_the_rejected_candidate(tmp_path):
     store = FileBlobStore(tmp_path / "blobs")
     env_id, parent = _parent(store, tmp_path, "make-files", 2)
     _, previous = _parent(store, tmp_path, "make-files", 5)
-    r = Resources(client=None, store=store, images=None, state_file=tmp_path / "state")  # type: ignore[arg-type]
+    r = _resources(store, tmp_path)
     # calibrated too hard: the calibrator sends it back as "easier"
     p = await generate(_assignment(env_id, parent, direction="easier", key="a1:rev1", previous_bundle=previous), r)
     assert _instance(store, tmp_path, p).params.difficulty == 4
@@ -105,7 +111,7 @@ async def test_a_revision_starts_from_the_rejected_candidate(tmp_path):
 
 async def test_no_parent_uses_the_category_or_the_first_family(tmp_path):
     store = FileBlobStore(tmp_path / "blobs")
-    r = Resources(client=None, store=store, images=None, state_file=tmp_path / "state")  # type: ignore[arg-type]
+    r = _resources(store, tmp_path)
     named = await generate(Assignment(idempotency_key="n1", episode_id="n1", direction="new",
                                       lineage=Lineage(assignment_id="n1", category="make-files", mode="procedural")), r)
     assert _instance(store, tmp_path, named).family == "make-files"
@@ -115,7 +121,8 @@ async def test_no_parent_uses_the_category_or_the_first_family(tmp_path):
     assert _instance(store, tmp_path, first).family == families.names()[0]
     bad = await generate(Assignment(idempotency_key="n3", episode_id="n3", direction="new",
                                     lineage=Lineage(assignment_id="n3", category="sudoku", mode="procedural")), r)
-    assert bad.packed is None and bad.failure == "not_procedural" and "unknown task family 'sudoku'" in bad.trajectory.error
+    assert bad.packed is None and bad.failure == "not_procedural"
+    assert "unknown task family 'sudoku'" in bad.trajectory.error
 
 
 async def _taken(bus, subject: str, type_):

@@ -8,7 +8,9 @@ families by name (built-ins and ``aes.families`` entry points); ``moves`` maps t
 easier/harder onto the difficulty. The procedural proposer mode instantiates them.
 """
 
-from aes_lib.families.base import Family, FamilyError, FamilyParamsError, NotAFamilyInstanceError, Params, TaskSpec, UnknownFamilyError
+from aes_lib.families.base import (
+    Family, FamilyError, FamilyParamsError, NotAFamilyInstanceError, Params, TaskSpec, UnknownFamilyError,
+)
 from aes_lib.families.moves import moved
 from aes_lib.families.registry import get, names
 from aes_lib.families.render import Instance, instance_of, read_instance, write_instance
