@@ -2,7 +2,8 @@
 
 ``Assignment.lineage.mode`` picks the generator (``aes_lib.agents.proposer.boundary``):
 ``agent`` (the harness: a terminal agent in its own container with
-build/check/solver/submit tools), ``prompt`` or ``feedback`` (the baselines). A
+build/check/solver/submit tools), ``prompt`` or ``feedback`` (the baselines), ``procedural``
+(a task family's next instance, no model call and no proposer sample). A
 candidate goes to the first admission stage with the configured route (its domain's gate
 first, for a domain that has one); an
 episode that submits nothing publishes a
@@ -20,6 +21,7 @@ from aes_lib.admission import check_live_route
 from aes_lib.domains import UnknownDomainError
 from aes_lib.domains import get as get_domain
 from aes_lib.bus import kv as kvs
+from aes_lib.agents.proposer import procedural
 from aes_lib.agents.proposer.boundary import Resources, generate
 from aes_lib.agents.proposer.config import ProposerConfig
 from aes_lib.agents.proposer.workspace import WORKSPACE_ROLLOUTS
@@ -89,18 +91,22 @@ class ProposerService(Service[Assignment]):
             return
         p = await generate(msg, self.resources)
         traj = p.trajectory
+        # No policy wrote a procedural instance: no model to name, no proposer episode to train on.
+        by_model = msg.lineage.mode != procedural.MODE
+        episode = p.trajectory_ref if by_model else None
         facts = {"assignment_id": msg.lineage.assignment_id, "revision": msg.lineage.revision, "mode": msg.lineage.mode,
                  "turns": len(traj.turns), "stop_reason": traj.stop_reason, "cost_usd": traj.cost_usd}
         if p.packed is None:
             detail = f"{traj.stop_reason}; {len(traj.turns)} turns" + (f"; {traj.error}" if traj.error else "")
             log.info("proposal failed", extra={"failure": p.failure, "error": traj.error, **facts})
             await publish_failure(ctx, no_candidate(msg, p.failure, detail, cost_usd=traj.cost_usd,
-                                                    trajectory=p.trajectory_ref))
+                                                    trajectory=episode))
             return
         log.info("proposal produced", extra={"env_id": p.packed.sha256, **facts})
         bundle = await asyncio.to_thread(store_bundle, ctx.blobs, p.packed)
         await publish_candidate(ctx, candidate_env(
-            msg, p.packed, bundle, domain.route(ctx.settings.route_stages), model=self.resources.client.model,
+            msg, p.packed, bundle, domain.route(ctx.settings.route_stages),
+            model=self.resources.client.model if by_model else procedural.MODEL,
             cost_usd=traj.cost_usd, prompt_tokens=traj.prompt_tokens, completion_tokens=traj.completion_tokens,
-            trajectory=p.trajectory_ref,
+            trajectory=episode,
         ))

@@ -41,8 +41,8 @@ FLOORS: tuple[frozenset[str], ...] = tuple(map(frozenset, (
     {"flywheel", "contamination", "review", "tracking"},
     # 5 the admission stage base
     {"gate"},
-    # 6 domains as plug-ins: tools, prompts, images, their gates
-    {"domains"},
+    # 6 domains as plug-ins: tools, prompts, images, their gates; task families (procedural tasks)
+    {"domains", "families"},
     # 7 agents: the solver and the proposer, which use the domains
     {"agents"},
     # 8 what carries the flywheel's rules out with agents, sandbox and bus

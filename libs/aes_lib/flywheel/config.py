@@ -39,7 +39,8 @@ class FlywheelConfig:
     """Parallel proposer attempts at each assignment; they form the proposer's training group,
     centred together (the paper uses 128)."""
     generation_mode: str = "agent"
-    """How proposers build environments: ``agent``, ``prompt`` or ``feedback``."""
+    """How proposers build environments: ``agent``, ``prompt``, ``feedback`` or ``procedural`` (task families'
+    instances, no model; the pool must hold family instances, e.g. from ``aes_lib.families``)."""
 
     @classmethod
     def from_env(cls, **overrides: object) -> "FlywheelConfig":

@@ -1,7 +1,8 @@
 """The proposer's one boundary: ``generate(assignment, resources) -> Proposal``.
 
 ``GENERATORS`` registers the generation modes by name: ``prompt`` and ``feedback``
-(the baselines, ``baselines.py``) and ``agent`` (the harness, ``harness.py``). Every
+(the baselines, ``baselines.py``), ``agent`` (the harness, ``harness.py``) and
+``procedural`` (a task family's next instance, no model: ``procedural.py``). Every
 list of modes (flywheel config, ``aes generate``, the mode comparison) is ``MODES``.
 """
 
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from aes_lib.agents.proposer import baselines
+from aes_lib.agents.proposer import baselines, procedural
 from aes_lib.agents.proposer.baselines import BaselineLimits
 from aes_lib.agents.proposer.harness import EpisodeBudget, run_episode
 from aes_lib.agents.proposer.proposal import Proposal
@@ -73,7 +74,12 @@ def _baseline(mode: str) -> Generator:
     return run
 
 
-GENERATORS: dict[ProposerMode, Generator] = {"prompt": _baseline("prompt"), "feedback": _baseline("feedback"), "agent": _agent}
+async def _procedural(a: Assignment, r: Resources) -> Proposal:
+    return await procedural.generate(a, r.store)
+
+
+GENERATORS: dict[ProposerMode, Generator] = {"prompt": _baseline("prompt"), "feedback": _baseline("feedback"),
+                                             "agent": _agent, procedural.MODE: _procedural}
 """The generation modes (``aes_proto.messages.ProposerMode``) by name, in comparison order (the
 Prompt baseline first)."""
 

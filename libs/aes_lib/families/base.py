@@ -1,0 +1,77 @@
+"""What a family is: a name, a difficulty range, and the task text for one set of parameters."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from abc import ABC, abstractmethod
+from typing import ClassVar
+
+
+class FamilyError(ValueError):
+    """A family cannot be found or instantiated as asked."""
+
+
+class UnknownFamilyError(FamilyError):
+    """No family is registered under the name."""
+
+
+class FamilyParamsError(FamilyError):
+    """Parameters a family does not accept (a difficulty out of its range, a non-integer)."""
+
+
+class NotAFamilyInstanceError(FamilyError):
+    """A task that no family wrote (its task.toml has no valid ``[metadata.family]``)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Params:
+    """One instance's parameters: together with the family's name they determine the task."""
+
+    difficulty: int
+    seed: int
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskSpec:
+    """The text of one instance; ``render`` adds the files every family's task shares."""
+
+    instruction: str
+    description: str
+    """task.toml's one-line ``[task] description``."""
+    solution: str
+    """solve.sh's body after the shebang (bash, ``set -euo pipefail``)."""
+    tests: str
+    """tests/test_task.py: pytest checks of the end state, one test per unit of credit."""
+
+
+class Family(ABC):
+    """A parametric task family. Subclasses set the class attributes and ``spec``."""
+
+    name: ClassVar[str]
+    """Registry name; also the tasks' ``[metadata] category``, so the planner balances families."""
+    summary: ClassVar[str]
+    min_difficulty: ClassVar[int] = 1
+    max_difficulty: ClassVar[int]
+
+    def check(self, params: Params) -> Params:
+        """``params`` if this family accepts them; ``FamilyParamsError`` saying why not."""
+        for field in ("difficulty", "seed"):
+            value = getattr(params, field)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise FamilyParamsError(f"family {self.name!r}: {field} must be an integer, got {value!r}")
+        if not self.min_difficulty <= params.difficulty <= self.max_difficulty:
+            raise FamilyParamsError(f"family {self.name!r}: difficulty {params.difficulty} is outside "
+                                    f"[{self.min_difficulty}, {self.max_difficulty}]")
+        if params.seed < 0:
+            raise FamilyParamsError(f"family {self.name!r}: seed must be >= 0, got {params.seed}")
+        return params
+
+    def instance(self, params: Params) -> TaskSpec:
+        """The task for ``params``; the same parameters always give the same task."""
+        p = self.check(params)
+        return self.spec(p.difficulty, random.Random(f"{self.name}/{p.difficulty}/{p.seed}"))
+
+    @abstractmethod
+    def spec(self, difficulty: int, rng: random.Random) -> TaskSpec:
+        """The task at ``difficulty``, every random choice drawn from ``rng``."""

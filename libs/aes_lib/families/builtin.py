@@ -1,0 +1,127 @@
+"""The built-in families: short tasks whose difficulty a small policy can climb one step at a time.
+
+Each writes its answer as data (files the tests read) and checks one unit per test, so the
+reward is the fraction of units right and a partly right answer earns partial credit.
+"""
+
+from __future__ import annotations
+
+import random
+import string
+
+from aes_lib.families.base import Family, TaskSpec
+
+VOCABULARY = (
+    "apple", "banana", "cherry", "grape", "lemon", "mango", "melon", "olive", "peach", "pear", "plum", "berry",
+    "river", "stone", "cloud", "forest", "candle", "window", "garden", "silver", "rocket", "pencil", "violet",
+    "tiger", "otter", "falcon", "maple", "cedar", "harbor", "meadow", "copper", "marble",
+)
+"""Lower-case words, distinct, no shell or regex metacharacters."""
+
+ANSWER = "/app/answer.txt"
+
+
+def _tests(doc: str, data: dict[str, object], body: str) -> str:
+    """A pytest file: the docstring, the expected data as literals, then the checks."""
+    consts = "\n".join(f"{k} = {v!r}" for k, v in data.items())
+    return f'"""{doc}"""\n\nfrom pathlib import Path\n\nimport pytest\n\n{consts}\n\n{body.strip()}\n'
+
+
+_ANSWER_LINES = f'''
+ANSWER = Path("{ANSWER}")
+
+
+def lines():
+    assert ANSWER.is_file(), f"{{ANSWER}} was not written"
+    return [line.strip() for line in ANSWER.read_text().splitlines() if line.strip()]
+'''
+
+
+class EchoWords(Family):
+    name = "echo-words"
+    summary = "write the given words to a file, one per line, in order (difficulty = number of words)"
+    max_difficulty = 8
+
+    def spec(self, difficulty: int, rng: random.Random) -> TaskSpec:
+        words = rng.sample(VOCABULARY, difficulty)
+        listing = "\n".join(f"{i}. `{w}`" for i, w in enumerate(words, 1))
+        noun = "word" if difficulty == 1 else f"{difficulty} words"
+        return TaskSpec(
+            instruction=f"Create the file `{ANSWER}` containing the following {noun}, one per line, "
+                        f"in this order and nothing else:\n\n{listing}\n",
+            description=f"Write {difficulty} given word(s) to a file, one per line.",
+            solution=f"printf '%s\\n' {' '.join(words)} > {ANSWER}",
+            tests=_tests("Each word on its own line, in order; no other lines.", {"WORDS": words}, _ANSWER_LINES + '''
+
+@pytest.mark.parametrize("index", range(len(WORDS)))
+def test_word_in_place(index):
+    got = lines()
+    assert index < len(got) and got[index] == WORDS[index]
+
+
+def test_nothing_else():
+    assert len(lines()) == len(WORDS)
+'''),
+        )
+
+
+class ReverseText(Family):
+    name = "reverse-text"
+    summary = "write a random string reversed (difficulty = length - 2)"
+    max_difficulty = 8
+
+    def spec(self, difficulty: int, rng: random.Random) -> TaskSpec:
+        text = "".join(rng.choice(string.ascii_lowercase) for _ in range(difficulty + 2))
+        expected = text[::-1]
+        return TaskSpec(
+            instruction=f"Write the string `{text}` reversed (its characters in the opposite order) to the file "
+                        f"`{ANSWER}`, as a single line.\n",
+            description=f"Reverse a {len(text)}-character string into a file.",
+            solution=f"echo {expected} > {ANSWER}",
+            tests=_tests("The reversed string, checked character by character.", {"EXPECTED": expected},
+                         _ANSWER_LINES + '''
+
+@pytest.mark.parametrize("index", range(len(EXPECTED)))
+def test_character(index):
+    got = lines()
+    assert got and index < len(got[0]) and got[0][index] == EXPECTED[index]
+
+
+def test_whole_answer():
+    assert lines() == [EXPECTED]
+'''),
+        )
+
+
+class MakeFiles(Family):
+    name = "make-files"
+    summary = "create named files holding given numbers (difficulty = number of files)"
+    max_difficulty = 6
+
+    def spec(self, difficulty: int, rng: random.Random) -> TaskSpec:
+        files = {f"{w}.txt": str(rng.randrange(1000)) for w in rng.sample(VOCABULARY, difficulty)}
+        listing = "\n".join(f"- `/app/out/{name}` containing `{value}`" for name, value in files.items())
+        writes = "\n".join(f"echo {value} > /app/out/{name}" for name, value in files.items())
+        return TaskSpec(
+            instruction=f"Create the directory `/app/out` holding exactly these files, each containing the given "
+                        f"number on one line:\n\n{listing}\n",
+            description=f"Create {difficulty} file(s) with given contents.",
+            solution=f"mkdir -p /app/out\n{writes}",
+            tests=_tests("Each file with its number; no other files in /app/out.", {"FILES": files}, '''
+OUT = Path("/app/out")
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_file_holds_its_number(name):
+    path = OUT / name
+    assert path.is_file(), f"{path} was not written"
+    assert path.read_text().strip() == FILES[name]
+
+
+def test_no_other_files():
+    assert OUT.is_dir() and sorted(p.name for p in OUT.iterdir()) == sorted(FILES)
+'''),
+        )
+
+
+BUILTIN: tuple[Family, ...] = (EchoWords(), ReverseText(), MakeFiles())

@@ -1,0 +1,58 @@
+"""Family instances pass the validator's checks with real Docker, at their easiest and hardest:
+the image builds, the reference solution scores 1.0, the empty solution below 0.5 (here 0),
+and no tamper probe forges the reward."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+import uuid
+
+import pytest
+
+from aes_lib import families
+from aes_lib.bundle import Task
+from aes_lib.domains.validation import validate_in_domain
+from aes_lib.families import Params
+from aes_lib.sandbox.trial import AgentOutcome, run_trial
+
+pytestmark = pytest.mark.docker
+
+CASES = [(name, level) for name in families.names()[:3] for level in ("min", "max")]
+
+
+@pytest.mark.parametrize(("name", "level"), CASES)
+async def test_instance_validates(tmp_path, images, name, level):
+    f = families.get(name)
+    difficulty = f.min_difficulty if level == "min" else f.max_difficulty
+    root = families.write_instance(f, Params(difficulty, 2026), tmp_path / "task")
+    label = {"aes.managed": "1", "aes.test": f"families-{uuid.uuid4().hex[:8]}"}
+    report = await validate_in_domain(root, images, labels=label)
+    assert report.ok, f"{report.reason}: {report.detail}\n{report.logs[-4000:]}"
+    assert report.oracle_reward == 1.0 and report.nop_reward == 0.0
+    left = images.client.containers.list(all=True, filters={"label": f"aes.test={label['aes.test']}"})
+    assert not left, f"containers left behind: {[c.name for c in left]}"
+
+
+@dataclasses.dataclass(frozen=True)
+class ShellAgent:
+    """A solver that runs one fixed command: a partly right answer."""
+
+    command: str
+
+    async def run(self, sandbox, instruction: str) -> AgentOutcome:
+        r = await sandbox.exec(self.command, timeout=60)
+        return AgentOutcome(exit_code=r.exit_code, output=r.output)
+
+
+async def test_a_partly_right_answer_earns_partial_credit(tmp_path, images):
+    """What makes the difficulty climbable: each right unit counts, so a policy that gets some of
+    the words earns a reward between the empty solution's and the reference's."""
+    f = families.get("echo-words")
+    root = families.write_instance(f, Params(4, 5), tmp_path / "task")
+    words = re.search(r"WORDS = (\[.*\])", (root / "tests" / "test_task.py").read_text()).group(1)
+    first_two = " ".join(ast.literal_eval(words)[:2])
+    result = await run_trial(Task.load(root), ShellAgent(f"printf '%s\\n' {first_two} > /app/answer.txt"), images,
+                             labels={"aes.managed": "1", "aes.test": f"families-{uuid.uuid4().hex[:8]}"})
+    assert result.reward == pytest.approx(2 / 5), result.log()  # 2 of 4 words in place, the line count wrong
