@@ -22,7 +22,7 @@ async def test_seed_is_idempotent_and_export_writes_a_harbor_dataset(fresh_nats,
     admitted = [e for e in await bus.history(subjects.POOL_EVENT, PoolEvent) if e.kind == "admitted"]
     assert len(admitted) == n  # the second seeding republished the same keys: dropped
     listing = await aes(fresh_nats, "pool", "list")
-    assert "csv-sales-rollup" in listing and len(listing.splitlines()) == n
+    assert "csv-sales-rollup" in listing and len(listing.splitlines()) == 1 + n  # header, tasks
 
     out = tmp_path / "dataset"
     await aes(fresh_nats, "pool", "export", str(out))
