@@ -19,7 +19,7 @@ from aes_cli.errors import CommandError
 from aes_cli.output import print_json, table
 from aes_lib.bus import Bus, DeadLetterError, History, StoredLetter
 from aes_lib.bus.deadletters import get_letter, original_bytes, purge, purge_all, read_letters, replay
-from aes_lib.config import Settings
+from aes_ops.connect import with_bus
 from aes_ops.rounds import decode_any
 
 ERROR_WIDTH = 60
@@ -30,12 +30,7 @@ PREVIEW_BYTES = 64
 
 def _main(go: Callable[[Bus], Awaitable[int]]) -> int:
     """Run ``go`` on a connection to the stack."""
-
-    async def connected() -> int:
-        async with await Bus.connect(Settings.from_env(), name="aes-dlq") as bus:
-            return await go(bus)
-
-    return asyncio.run(connected())
+    return asyncio.run(with_bus("aes-dlq", go))
 
 
 def _when(t: float) -> str:
@@ -67,8 +62,9 @@ def _table(letters: History[StoredLetter]) -> list[str]:
     rows = table(("ID", "TIME (UTC)", "CONSUMER", "FAULT", "EPISODE", "SUBJECT", "ERROR"), [
         (str(s.id), _when(s.letter.created_at), s.letter.consumer, s.letter.fault, s.letter.episode_id or "-",
          s.letter.subject, _one_line(s.letter.error, ERROR_WIDTH)) for s in letters])
-    return [*rows.splitlines(), f"{len(letters)} dead letters; by consumer: {_counts(Counter(s.letter.consumer for s in letters))}; "
-                   f"by fault: {_counts(Counter(s.letter.fault for s in letters))}", *_skipped_note(letters)]
+    return [*rows.splitlines(),
+            f"{len(letters)} dead letters; by consumer: {_counts(Counter(s.letter.consumer for s in letters))}; "
+            f"by fault: {_counts(Counter(s.letter.fault for s in letters))}", *_skipped_note(letters)]
 
 
 def _as_json(letters: History[StoredLetter]) -> dict:
