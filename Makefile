@@ -77,7 +77,7 @@ bench: install infra vllm
 CANDIDATES ?= 100
 KILLS      ?= 30
 chaos: install infra
-	$(BIN)/python bench/chaos.py --candidates $(CANDIDATES) --kills $(KILLS)
+	$(BIN)/python bench/chaos --candidates $(CANDIDATES) --kills $(KILLS)
 
 # compose.yaml on this machine: local images (deploy/images/build.sh; no registry needed), a
 # generated secrets file, every service healthy. Pass compose options with COMPOSE_ARGS, e.g.

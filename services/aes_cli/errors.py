@@ -71,6 +71,8 @@ def _rules() -> tuple[Rule, ...]:
     from aes_lib.config import StackFileError
     from aes_lib.contamination import HeldoutFormatError, IndexFormatError
     from aes_lib.models import ModelAuthError, ModelUnavailableError
+    from aes_ops.policies import UnpublishedVersionError
+    from aes_ops.service import ServiceUsageError
     from aes_ops.stack import StackError
 
     def kind(*types: type[BaseException]) -> Callable[[BaseException], bool]:
@@ -91,7 +93,8 @@ def _rules() -> tuple[Rule, ...]:
         Rule(kind(ModelAuthError), Exit.KEY_REJECTED,
              "{e}; set AES_MODEL_API_KEY / AES_PROPOSER_MODEL_API_KEY (or OPENAI_API_KEY) to a key it accepts"),
         Rule(kind(BundleError), Exit.USAGE, "invalid task: {kind}: {e}"),
-        Rule(kind(StackFileError, HeldoutFormatError, IndexFormatError, DeadLetterError), Exit.USAGE),
+        Rule(kind(StackFileError, HeldoutFormatError, IndexFormatError, DeadLetterError, UnpublishedVersionError,
+                  ServiceUsageError), Exit.USAGE),
         Rule(_settings_error, Exit.USAGE),
         Rule(kind(FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError), Exit.USAGE),
     )

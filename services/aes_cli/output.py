@@ -6,14 +6,17 @@ so logs and CI stay readable; ``aes --progress bar`` or ``plain`` forces either.
 
 from __future__ import annotations
 
+import io
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TypeVar
 
 import msgspec
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.progress import Progress as Bars
+from rich.table import Table
+from rich.text import Text
 
 T = TypeVar("T")
 MODES = ("auto", "bar", "plain")
@@ -34,6 +37,17 @@ def print_json(obj: object) -> None:
     """``obj`` (structs, dataclasses, builtins) as one JSON document on stdout."""
     sys.stdout.write(msgspec.json.encode(obj).decode() + "\n")
     sys.stdout.flush()
+
+
+def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """``rows`` under ``header`` as aligned columns: a borderless rich table, one line per row
+    however wide (scripts and tests split its lines on whitespace), trailing blanks stripped."""
+    grid = Table(*header, box=None, pad_edge=False)
+    for row in rows:
+        grid.add_row(*(Text(cell) for cell in row))  # Text: a task's name or an error is no markup
+    console = Console(width=100_000, record=True, file=io.StringIO())
+    console.print(grid)
+    return "\n".join(line.rstrip() for line in console.export_text().splitlines())
 
 
 def _bars() -> bool:

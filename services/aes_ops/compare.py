@@ -9,18 +9,23 @@ import math
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aes_lib.agents.proposer.boundary import Resources, generate, generator
+from aes_lib.agents.proposer.boundary import MODES, Resources, generate, generator
+from aes_lib.agents.proposer.harness import EpisodeBudget
 from aes_lib.agents.proposer.proposal import Proposal
-from aes_lib.bundle import BundleError, unpack
-from aes_lib.domains import Domain
+from aes_lib.blobstore import open_store
+from aes_lib.bundle import BundleError, pack, unpack
+from aes_lib.config import Settings
+from aes_lib.domains import TERMINAL, Domain
 from aes_lib.domains import get as get_domain
 from aes_lib.flywheel.status import wilson
-from aes_lib.models import usd
-from aes_lib.sandbox import validate_task
+from aes_lib.models import chat_client, usd
+from aes_lib.models.serve import endpoint
+from aes_lib.domains.kinds import DomainKinds
+from aes_lib.sandbox import ImageCache, validate_task
 from aes_proto.messages import Assignment, BlobRef, Lineage
 
 
@@ -114,4 +119,62 @@ async def run_mode(
         stats.completion_tokens += traj.completion_tokens
         if progress:
             progress(f"{mode} {i + 1}/{n}: {outcome}")
+    return stats
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """What ``aes generate`` compares."""
+
+    modes: Sequence[str] = MODES
+    n: int = 4
+    """Generations per mode."""
+    parent: Path | None = None
+    """A task directory to build variants of; None: the domain's default (``default_parent``)."""
+    category: str = ""
+    domain: str = TERMINAL
+    max_turns: int = EpisodeBudget().loop.max_turns
+    """Agent mode: turns per episode."""
+    model_url: str = ""
+    """OpenAI-compatible endpoint; empty: the proposer's configured one, else the local model."""
+    model: str = ""
+
+
+def default_parent(domain: str) -> Path | None:
+    """A domain task's default parent: the domain's first seed (none for terminal tasks, which
+    the proposer can write from the general instructions alone)."""
+    found = get_domain(domain)
+    return found.seeds[0] if domain != TERMINAL and found.seeds else None
+
+
+async def compare(settings: Settings, plan: Comparison, *, ready: Callable[[], None] | None = None,
+                  done: Callable[[ModeStats], None] | None = None,
+                  progress: Callable[[str], None] | None = None) -> list[ModeStats]:
+    """``plan.n`` generations per mode, mode after mode, against the configured (or local)
+    model; ``ready`` hears when the endpoint answered and the parent is stored, ``done`` each
+    mode's stats as it ends, ``progress`` each generation judged."""
+    default_url, default_model, _ = settings.endpoint("proposer")
+    model = plan.model or default_model
+    with endpoint(plan.model_url or default_url, settings.home) as url:
+        async with chat_client(settings, "proposer", url=url, model=model) as client, \
+                chat_client(settings, url=url, model=model) as solver:
+            for c in (client, solver):  # each role's key, before Docker or any episode
+                await c.probe()
+            store = open_store(settings.blob_location, settings)
+            parent = None
+            if parent_dir := plan.parent or default_parent(plan.domain):
+                packed = pack(parent_dir)
+                parent = (packed.sha256, store.put_content("bundles", packed.data, suffix=".tar.gz"))
+            budget = EpisodeBudget().with_loop(max_turns=plan.max_turns)
+            images = ImageCache(kinds=DomainKinds())
+            if ready:
+                ready()
+            stats = []
+            for mode in plan.modes:
+                resources = Resources(client, store, images, settings.home / "proposer" / "generate-state.tar.gz",
+                                      solver_client=solver, budget=budget)
+                stats.append(await run_mode(mode, plan.n, resources, parent=parent, category=plan.category,
+                                            domain=plan.domain, progress=progress))
+                if done:
+                    done(stats[-1])
     return stats

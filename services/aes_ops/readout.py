@@ -21,6 +21,7 @@ from aes_lib.flywheel.config import FlywheelConfig
 from aes_proto.records import PoolEntry
 from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
 from aes_lib.flywheel.status import Status, summarize
+from aes_ops.connect import with_bus
 
 M = TypeVar("M", bound=Message)
 
@@ -106,3 +107,8 @@ async def snapshot(bus, config: FlywheelConfig) -> Snapshot:
     pool = await PoolStore(await bus.kv(BUCKET), config.pool_capacity).active_entries()
     status = summarize(results, events, solver, letters, skipped([*read, letters]), [g.text for g in await gaps(bus)])
     return Snapshot(results, events, solver, pool, status)
+
+
+async def read(settings: Settings | None = None) -> Snapshot:
+    """The snapshot of the stack ``settings`` (the environment's by default) points at."""
+    return await with_bus("aes-status", lambda bus: snapshot(bus, FlywheelConfig.from_env()), settings)

@@ -27,8 +27,10 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 from aes_proto import subjects  # noqa: E402
 from aes_proto.messages import CalibrationResult, LearnerStats, RolloutSummary, ServingUpdate  # noqa: E402
 
+from aes_lib.config import Settings  # noqa: E402
 from aes_lib.flywheel.config import FlywheelConfig  # noqa: E402
 from aes_lib.flywheel.status import Status, render  # noqa: E402
+from aes_ops.connect import with_bus  # noqa: E402
 from aes_ops.readout import Snapshot, skipped, snapshot, unique  # noqa: E402
 
 
@@ -181,3 +183,8 @@ async def write(bus, config: FlywheelConfig, out: Path, snap: Snapshot | None = 
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page)
     return status.skipped
+
+
+async def write_current(out: Path, settings: Settings | None = None) -> dict[str, int]:
+    """``write`` the report of the stack ``settings`` (the environment's by default) points at."""
+    return await with_bus("aes-report", lambda bus: write(bus, FlywheelConfig.from_env(), out), settings)

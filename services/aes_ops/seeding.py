@@ -9,11 +9,13 @@ import json
 import os
 import re
 import shutil
+import tempfile
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from aes_proto import subjects
-from aes_proto.messages import CandidateEnv, Lineage, PoolEvent
+from aes_proto.messages import CandidateEnv, Lineage, PoolEvent, PoolPlan, PoolReview
 
 from aes_lib.bundle import Task, harbor_dataset, pack, unpack
 from aes_lib.bundle.imported import ImportedNetwork, as_imported, dataset_tasks
@@ -21,7 +23,10 @@ from aes_lib.bundle.precheck import Precheck, precheck
 from aes_lib.domains import domain_name
 from aes_lib.domains.terminal import SEEDS_DIR
 from aes_proto.records import PoolEntry
+from aes_lib.config import Settings
 from aes_lib.flywheel.runners.pool_store import PoolStore
+from aes_ops.connect import with_pool
+from aes_ops.validation import image_cache
 
 class SeedsNotFoundError(FileNotFoundError):
     """The seeds folder holds no task directory (one with a task.toml)."""
@@ -78,6 +83,15 @@ async def send_to_calibration(bus, dirs: Sequence[Path]) -> list[CandidateEnv]:
         await bus.publish(subjects.stage("calibrate"), c)
         sent.append(c)
     return sent
+
+
+async def request_review(bus, *, round_: int = 0, fresh: int = 0, rerun: bool = True) -> str:
+    """Ask the pool for a review (the solver reruns on the pool, out-of-band tasks retire,
+    replacements are planned) or, without ``rerun``, for a plan only; the request's key."""
+    key = f"review:manual:{uuid.uuid4().hex[:12]}"
+    kind, subject = (PoolReview, subjects.POOL_REVIEW) if rerun else (PoolPlan, subjects.POOL_PLAN)
+    await bus.publish(subject, kind(idempotency_key=key, episode_id=key, round=round_, fresh=fresh))
+    return key
 
 
 @dataclasses.dataclass(frozen=True)
@@ -191,6 +205,67 @@ async def validate_dataset(root: Path, images, scratch: Path, *, jobs: int = 1,
 
     tasks = await asyncio.gather(*(one(i, d, c) for i, (d, c) in enumerate(zip(found.dirs, checks))))
     return list(tasks), found.skipped
+
+
+async def check_dataset(root: Path, *, allow_network: bool, network: ImportedNetwork = "off", jobs: int = 1,
+                        journal: Path | None = None, require_reference: bool = False,
+                        progress: Callable[[Path, str], None] | None = None,
+                        checked: Callable[[list[Precheck]], None] | None = None,
+                        ) -> tuple[list[ImportedTask], list[str]]:
+    """``validate_dataset`` on the local Docker engine for the verdicts alone (``aes validate``
+    of a dataset folder): the copies it makes are deleted at the end."""
+    with tempfile.TemporaryDirectory(prefix="aes-validate-") as scratch:
+        images = await image_cache(allow_network)
+        return await validate_dataset(root, images, Path(scratch), jobs=jobs, network=network, journal=journal,
+                                      require_reference=require_reference, progress=progress, checked=checked)
+
+
+@dataclasses.dataclass(frozen=True)
+class Import:
+    """What ``import_dataset`` did."""
+
+    tasks: list[ImportedTask]
+    skipped: list[str]
+    """Index entries that name no local task."""
+    seeded: int = 0
+    """Tasks admitted to the pool (a task already there is not counted again)."""
+    sent: int = 0
+    """Tasks without a reference solution sent to the calibrator."""
+    pool: int | None = None
+    """Active tasks in the pool afterwards; None: no task was valid, the stack was not asked."""
+
+
+async def import_dataset(settings: Settings, root: Path, *, jobs: int = 1, journal: Path | None = None,
+                         allow_forgeable: bool = False, report: Path | None = None,
+                         progress: Callable[[Path, str], None] | None = None,
+                         checked: Callable[[list[Precheck]], None] | None = None) -> Import:
+    """Validate every task of the Harbor dataset at ``root`` as imported human-written tasks
+    (``validate_dataset`` under ``settings.imported_network``), write ``report``, then seed the
+    valid ones and send those without a reference solution to the calibrator. A forgeable task
+    is seeded only with ``allow_forgeable``, flagged in the pool (and so left out of training
+    waves unless AES_TRAINING_ALLOW_FORGEABLE=1)."""
+    with tempfile.TemporaryDirectory(prefix="aes-import-") as scratch:  # the seeded copies live here
+        # Imported tasks: the network their task.toml asks for where the operator allows it.
+        images = await image_cache(allow_network=True)
+        tasks, skipped = await validate_dataset(root, images, Path(scratch), jobs=jobs,
+                                                network=settings.imported_network, progress=progress,
+                                                journal=journal, checked=checked)
+        if report:
+            write_report(tasks, skipped, report)
+        kept = [t for t in tasks if t.report.ok and t.how != "duplicate"]
+        forgeable = {t.folder: t.report.detail for t in tasks if allow_forgeable and t.how != "duplicate"
+                     and t.report.reason == "verifier_forgeable"}
+        valid = [t.folder for t in kept if not t.report.no_reference] + list(forgeable)
+        unverified = [t.folder for t in kept if t.report.no_reference]
+        if not (valid or unverified):
+            return Import(tasks, skipped)
+
+        async def seed(bus, store: PoolStore) -> Import:
+            events = await seed_pool(bus, store, valid, forgeable)
+            sent = await send_to_calibration(bus, unverified)
+            return Import(tasks, skipped, len(events), len(sent), len((await store.index()).active))
+
+        return await with_pool("aes-cli", seed, settings)
 
 
 def write_report(tasks: Sequence[ImportedTask], skipped: Sequence[str], path: Path) -> None:

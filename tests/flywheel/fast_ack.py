@@ -8,7 +8,7 @@ long, so the test runs the real services through ``aes service`` with
 
 import os
 
-from aes_cli.commands.stack import load_service
+from aes_ops.service import load_service
 
 
 def __getattr__(name: str):

@@ -1,6 +1,9 @@
-"""``aes pool seed|list|export``, ``aes status`` and ``aes report`` as subprocesses against a real bus."""
+"""``aes pool seed|list|export``, ``aes status`` and ``aes report`` as subprocesses against a real bus;
+``aes train``'s work (``aes_ops.runs``) on an empty pool."""
 
 import tomllib
+
+import pytest
 
 from aes_proto import subjects
 from aes_proto.messages import CalibrationResult, Lineage, PoolEvent, Verdict
@@ -8,6 +11,7 @@ from aes_proto.messages import CalibrationResult, Lineage, PoolEvent, Verdict
 from aes_lib.bundle import Task
 from aes_lib.bundle.harbor_dataset import content_digest
 from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+from aes_ops.runs import EmptyPoolError, training_only
 from aes_ops.seeding import seed_dirs
 
 from flywheel_helpers import aes
@@ -22,7 +26,7 @@ async def test_seed_is_idempotent_and_export_writes_a_harbor_dataset(fresh_nats,
     admitted = [e for e in await bus.history(subjects.POOL_EVENT, PoolEvent) if e.kind == "admitted"]
     assert len(admitted) == n  # the second seeding republished the same keys: dropped
     listing = await aes(fresh_nats, "pool", "list")
-    assert "csv-sales-rollup" in listing and len(listing.splitlines()) == n
+    assert "csv-sales-rollup" in listing and len(listing.splitlines()) == 1 + n  # header, tasks
 
     out = tmp_path / "dataset"
     await aes(fresh_nats, "pool", "export", str(out))
@@ -50,3 +54,10 @@ async def test_status_and_report_read_the_result_streams(fresh_nats, bus, tmp_pa
     await aes(fresh_nats, "report", str(tmp_path / "r.html"))
     page = (tmp_path / "r.html").read_text()
     assert page.count("data:image/png;base64,") == 3 and "validate:nop_passed" in page
+
+
+async def test_training_on_an_empty_pool_is_refused_after_recording_the_run(fresh_nats):
+    said = []
+    with pytest.raises(EmptyPoolError, match="the pool is empty: seed it first"):
+        await training_only(fresh_nats, None, said.append)
+    assert said[0].startswith("run ") and str(fresh_nats.home) in said[0] and len(said) == 1

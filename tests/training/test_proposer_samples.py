@@ -14,8 +14,8 @@ from aes_lib.agents.proposer.candidate import no_candidate, proposal
 from aes_lib.agents.trajectory import store_trajectory
 from aes_lib.learner import LearnerConfig
 from aes_proto import subjects
-from aes_proto.messages import (
 from aes_proto.trajectory import Trajectory, Turn
+from aes_proto.messages import (
     Assignment,
     BlobRef,
     CalibrationResult,

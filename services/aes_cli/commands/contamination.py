@@ -8,44 +8,9 @@ import time
 from pathlib import Path
 
 from aes_cli.output import Progress
-from aes_lib.blobstore import open_store
 from aes_lib.config import Settings
-from aes_lib.contamination import (
-    DEFAULT_N,
-    KV_BUCKET,
-    HeldoutTask,
-    IndexFormatError,
-    NgramIndex,
-    load_heldout,
-    load_index,
-    register as register_index,
-    registered,
-    save_index,
-)
-
-
-async def _kv(settings: Settings):
-    from aes_lib.bus import Bus
-
-    bus = await Bus.connect(settings, name="aes-cli")
-    return bus, await bus.kv(KV_BUCKET)
-
-
-async def _publish(settings: Settings, index: NgramIndex) -> str:
-    ref = save_index(open_store(settings.blob_location, settings), index)
-    bus, kv = await _kv(settings)
-    async with bus:
-        await register_index(kv, ref)
-    return ref.key
-
-
-async def _registered_index(settings: Settings) -> NgramIndex:
-    bus, kv = await _kv(settings)
-    async with bus:
-        ref = await registered(kv)
-    if ref is None:
-        raise IndexFormatError("no index registered: run `aes contamination index SRC` first, or pass --index FILE")
-    return load_index(open_store(settings.blob_location, settings), ref)
+from aes_lib.contamination import DEFAULT_N, NgramIndex, load_heldout
+from aes_ops import contamination
 
 
 def _index(args: argparse.Namespace) -> int:
@@ -60,7 +25,7 @@ def _index(args: argparse.Namespace) -> int:
             Path(args.out).write_bytes(data)
         else:
             progress.step("registering in the blob store", advance=0)
-            where = "blob store " + asyncio.run(_publish(Settings.from_env(), index)) + " (registered for the gate)"
+            where = "blob store " + asyncio.run(contamination.publish(Settings.from_env(), index)) + " (registered for the gate)"
     print(
         f"indexed {len(index.doc_ids)} held-out instructions, {len(index.token_ids)} tokens, "
         f"{len(index.hashes)} {index.n}-grams, {len(data)} bytes in {time.perf_counter() - t0:.2f}s -> {where}"
@@ -68,19 +33,12 @@ def _index(args: argparse.Namespace) -> int:
     return 0
 
 
-def _candidates(path: Path) -> list[HeldoutTask]:
-    if path.is_file() and path.suffix != ".jsonl":
-        return [HeldoutTask(str(path), path.read_text(encoding="utf-8", errors="replace"))]
-    return load_heldout(path)
-
-
 def _check(args: argparse.Namespace) -> int:
     if args.index:
         index = NgramIndex.from_bytes(Path(args.index).read_bytes())
     else:
-        index = asyncio.run(_registered_index(Settings.from_env()))
-    candidates = [c for p in args.paths for c in _candidates(Path(p))]
-    matches = index.check_many([c.instruction for c in candidates])
+        index = asyncio.run(contamination.registered_index(Settings.from_env()))
+    candidates, matches = contamination.check(index, [Path(p) for p in args.paths])
     for m in matches:
         print(f"CONTAMINATED {candidates[m.candidate].id}: token {m.position} shares {m.ngram!r} "
               f"with held-out {m.heldout_id}")

@@ -16,10 +16,10 @@ from collections.abc import Awaitable, Callable
 import msgspec
 
 from aes_cli.errors import CommandError
-from aes_cli.output import print_json
+from aes_cli.output import print_json, table
 from aes_lib.bus import Bus, DeadLetterError, History, StoredLetter
 from aes_lib.bus.deadletters import get_letter, original_bytes, purge, purge_all, read_letters, replay
-from aes_lib.config import Settings
+from aes_ops.connect import with_bus
 from aes_ops.rounds import decode_any
 
 ERROR_WIDTH = 60
@@ -30,12 +30,7 @@ PREVIEW_BYTES = 64
 
 def _main(go: Callable[[Bus], Awaitable[int]]) -> int:
     """Run ``go`` on a connection to the stack."""
-
-    async def connected() -> int:
-        async with await Bus.connect(Settings.from_env(), name="aes-dlq") as bus:
-            return await go(bus)
-
-    return asyncio.run(connected())
+    return asyncio.run(with_bus("aes-dlq", go))
 
 
 def _when(t: float) -> str:
@@ -64,13 +59,12 @@ def _counts(c: Counter[str]) -> str:
 def _table(letters: History[StoredLetter]) -> list[str]:
     if not letters:
         return ["no dead letters", *_skipped_note(letters)]
-    rows = [f"{'id':>6}  {'time (UTC)':<19}  {'consumer':<16} {'fault':<9} {'episode':<20} {'subject':<28} error"]
-    for s in letters:
-        d = s.letter
-        rows.append(f"{s.id:>6}  {_when(d.created_at)}  {d.consumer:<16} {d.fault:<9} {d.episode_id or '-':<20} "
-                    f"{d.subject:<28} {_one_line(d.error, ERROR_WIDTH)}")
-    return [*rows, f"{len(letters)} dead letters; by consumer: {_counts(Counter(s.letter.consumer for s in letters))}; "
-                   f"by fault: {_counts(Counter(s.letter.fault for s in letters))}", *_skipped_note(letters)]
+    rows = table(("ID", "TIME (UTC)", "CONSUMER", "FAULT", "EPISODE", "SUBJECT", "ERROR"), [
+        (str(s.id), _when(s.letter.created_at), s.letter.consumer, s.letter.fault, s.letter.episode_id or "-",
+         s.letter.subject, _one_line(s.letter.error, ERROR_WIDTH)) for s in letters])
+    return [*rows.splitlines(),
+            f"{len(letters)} dead letters; by consumer: {_counts(Counter(s.letter.consumer for s in letters))}; "
+            f"by fault: {_counts(Counter(s.letter.fault for s in letters))}", *_skipped_note(letters)]
 
 
 def _as_json(letters: History[StoredLetter]) -> dict:

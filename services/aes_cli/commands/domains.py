@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from aes_cli.errors import CommandError
-from aes_cli.output import print_json
+from aes_cli.output import print_json, table
 from aes_lib.domains import UnknownDomainError, get, names
 
 
@@ -33,10 +33,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(rows)
         return 0
-    table = [("DOMAIN", "TITLE", "GATE (route name)", "IMAGE", "SEEDS")] + [
-        (r["name"], r["title"], r["name"] if r["gate"] else "-", r["image"], str(len(r["seeds"]))) for r in rows]
-    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-    print("\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in table))
+    print(table(("DOMAIN", "TITLE", "GATE (route name)", "IMAGE", "SEEDS"), [
+        (r["name"], r["title"], r["name"] if r["gate"] else "-", r["image"], str(len(r["seeds"]))) for r in rows]))
     return 0
 
 

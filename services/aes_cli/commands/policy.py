@@ -14,29 +14,14 @@ from pathlib import Path
 
 from aes_cli.errors import CommandError, Exit
 from aes_lib.config import Settings
-
-
-async def _export(settings: Settings, version: int, policy: str, dest: Path) -> Path:
-    from aes_lib.bus import Bus
-    from aes_lib.checkpoints import fetch_folder
-    from aes_proto import subjects
-    from aes_proto.messages import PolicyVersion
-
-    async with await Bus.connect(settings, name="aes-policy") as bus:
-        published = [p for p in await bus.history(subjects.POLICY_VERSION, PolicyVersion) if p.policy == policy]
-        found = [p for p in published if p.version == version]
-        if not found:
-            have = sorted({p.version for p in published})
-            raise CommandError(f"{policy} policy version {version} is not published on {subjects.POLICY_VERSION} "
-                               f"(published: {have or 'none'})", Exit.USAGE)
-        return await asyncio.to_thread(fetch_folder, bus.blobs, found[-1].checkpoint, dest)
+from aes_ops.policies import export_version
 
 
 def _run(args: argparse.Namespace) -> int:
     dest = args.dir.resolve()
     if dest.exists() and (not dest.is_dir() or (any(dest.iterdir()) and not (dest / "manifest.json").is_file())):
         raise CommandError(f"{dest} exists and is not an earlier export: pick a new or empty folder", Exit.USAGE)
-    folder = asyncio.run(_export(Settings.from_env(), args.version, args.policy, dest))
+    folder = asyncio.run(export_version(Settings.from_env(), args.version, args.policy, dest))
     print(f"policy {args.policy} v{args.version} -> {folder}")
     return 0
 

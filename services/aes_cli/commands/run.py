@@ -16,119 +16,26 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-import time
 from pathlib import Path
 
-from aes_lib.bus import Bus
 from aes_lib.config import Settings
-from aes_lib.flywheel.config import FlywheelConfig
-from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
-from aes_ops import demo, report
-from aes_ops.readout import snapshot
-from aes_ops.rounds import BusFeed, run_rounds
-from aes_ops.runrecord import CONFIG_NAME, record_run
-from aes_ops.seeding import SEEDS_DIR, seed_dirs, seed_pool
-from aes_lib.flywheel.status import render
-from aes_lib.flywheel.training import TrainingConfig
-from aes_ops.waves import LearnerTally, train
-from aes_lib.models.weights import StaticEngineError, engine_client
+from aes_ops.runs import EmptyPoolError, RunOptions, flywheel, training_only
+from aes_ops.seeding import SEEDS_DIR
 
 
 def _say(line: str) -> None:
     print(line, flush=True)
 
 
-async def flywheel(settings: Settings, args: argparse.Namespace) -> int:
-    config = FlywheelConfig.from_env()
-    async with await Bus.connect(settings, name="aes-run") as bus:
-        run = await record_run(bus, settings.home, "run")
-        _say(f"run {run.run_id}: configuration in {settings.home / CONFIG_NAME}")
-        store = PoolStore(await bus.kv(BUCKET), config.pool_capacity)
-        dirs = [] if args.no_seed else seed_dirs(args.seeds)
-        if dirs and not args.no_validate:
-            _say(f"== validating {len(dirs)} seed tasks (build, reference solution = 1, empty solution < 0.5)")
-            reports = await demo.validate_seeds(dirs, _say)
-            dirs = [d for d, r in zip(dirs, reports) if r.ok]
-        shown = next((d for d in dirs if d.name == args.through_gates), None)
-        if args.through_gates and shown is None:
-            _say(f"no valid seed named {args.through_gates!r} to send through the gates")
-        dirs = [d for d in dirs if d is not shown]
-        if dirs:
-            events = await seed_pool(bus, store, dirs)
-            _say(f"seeded the pool with {len(events)} tasks from {args.seeds}")
-        if shown is not None:
-            _say(f"== seed {shown.name} through every admission stage ({settings.route})")
-            candidate = await asyncio.to_thread(demo.seed_candidate, shown, bus.blobs, settings.route_stages)
-            await demo.through_gates(bus, candidate, args.round_timeout, _say)
-
-        async def pool_size() -> int:
-            return len((await store.index()).active)
-
-        tally = LearnerTally()
-        solver_rewards: list[float] = []
-        trackers = await run_rounds(
-            bus, pool_size, rounds=args.rounds, fresh=args.assignments or config.assignments_per_round,
-            review=args.review, round_timeout=args.round_timeout, out=_say,
-            after_round=_training_phase(bus, settings, args.waves, tally, solver_rewards), observe=tally.observe,
-        )
-        snap = await snapshot(bus, config)
-        report_path = settings.home / "report.html"
-        await report.write(bus, config, report_path, snap)
-    _say("\n== summary")
-    _say(render(snap.status, len(snap.pool), snap.pool_by_category))
-    rounds = {t.round for t in trackers}
-    proposed = [r for r in snap.results if r.lineage.round in rounds and r.lineage.mode != "seed"]
-    for line in demo.shortcomings(model=settings.model, proposer=proposed, solver_rewards=solver_rewards,
-                                  trained=tally.updates > 0 or args.waves == 0):
-        _say(f"note: {line}")
-    _say(f"report: {report_path}")
-    return 0 if all(t.done for t in trackers) else 1
-
-
-def _training_phase(bus, settings: Settings, waves: int | None, tally: LearnerTally,
-                    solver_rewards: list[float] | None = None):
-    """After each round: its training waves, then one line of what the learner did in the
-    round (``tally`` also saw the round's admissions: the proposer samples). The solver's
-    training rewards are added to ``solver_rewards`` before the tally is reset."""
-    try:
-        engine = engine_client(settings.engine, settings.model_url)
-    except StaticEngineError as e:
-        _say(f"no training: {e}")
-        return None
-    config = TrainingConfig.from_env(**({} if waves is None else {"waves_per_round": waves}))
-
-    async def phase(round_: int, feed: BusFeed | None = None, prefix: str = "") -> None:
-        if config.waves_per_round:
-            await train(bus, config, round_=round_, prefix=prefix or f"r{round_}", served_version=engine.version,
-                        out=_say, tally=tally, feed=feed)
-        _say(f"== round {round_} {tally.line()}")
-        if solver_rewards is not None:
-            solver_rewards.extend(tally.samples.get("solver", []))
-        tally.reset()
-
-    return phase
-
-
-async def training_only(settings: Settings, args: argparse.Namespace) -> int:
-    async with await Bus.connect(settings, name="aes-train") as bus:
-        run = await record_run(bus, settings.home, "train")
-        _say(f"run {run.run_id}: configuration in {settings.home / CONFIG_NAME}")
-        store = PoolStore(await bus.kv(BUCKET), FlywheelConfig.from_env().pool_capacity)
-        if not (await store.index()).active:
-            print("the pool is empty: seed it first (aes pool seed, or aes run)", file=sys.stderr)
-            return 1
-        phase = _training_phase(bus, settings, args.waves, LearnerTally())
-        if phase is None:
-            return 1
-        await phase(0, prefix=f"t{time.strftime('%Y%m%d%H%M%S')}")
-    return 0
-
-
 def _train(args: argparse.Namespace) -> int:
     from aes_ops import stack
 
     settings = stack.up(Settings.from_env())
-    return asyncio.run(training_only(settings, args))
+    try:
+        return 0 if asyncio.run(training_only(settings, args.waves, _say)) else 1
+    except EmptyPoolError as e:
+        print(e, file=sys.stderr)
+        return 1
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -136,8 +43,11 @@ def _run(args: argparse.Namespace) -> int:
 
     settings = stack.up(Settings.from_env())
     _say(f"stack up: NATS {settings.nats_url}, blobs {settings.blob_location}, model {settings.model_url}; logs in {settings.home / 'logs'}")
+    opts = RunOptions(rounds=args.rounds, assignments=args.assignments, review=args.review,
+                      round_timeout=args.round_timeout, seeds=args.seeds, seed=not args.no_seed,
+                      validate=not args.no_validate, through_gates=args.through_gates, waves=args.waves)
     try:
-        return asyncio.run(flywheel(settings, args))
+        return 0 if asyncio.run(flywheel(settings, opts, _say)) else 1
     except KeyboardInterrupt:
         print("interrupted; the stack stays up (aes down stops it)", file=sys.stderr)
         return 130

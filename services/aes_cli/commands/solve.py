@@ -7,22 +7,14 @@ import asyncio
 from pathlib import Path
 
 from aes_lib.agents.loop import LoopLimits
-from aes_lib.agents.solver import rollout
-from aes_lib.blobstore import open_store
-from aes_lib.bundle import Task
 from aes_lib.config import Settings
-from aes_lib.models import chat_client, usd
-from aes_lib.models.serve import endpoint
-from aes_lib.domains.kinds import DomainKinds
-from aes_lib.sandbox import ImageCache
+from aes_lib.models import usd
+from aes_ops.solve import solve_once
 
 
-async def _solve(task: Task, url: str, model: str, settings: Settings, limits: LoopLimits) -> int:
-    async with chat_client(settings, url=url, model=model) as client:
-        await client.probe()  # an unreachable endpoint or a refused key, before Docker builds anything
-        r = await rollout(task, client, ImageCache(kinds=DomainKinds()),
-                          open_store(settings.blob_location, settings), limits,
-                          env_id=task.name)
+def _run(args: argparse.Namespace) -> int:
+    limits = LoopLimits(max_turns=args.max_turns, time_limit_s=args.time_limit)
+    r = asyncio.run(solve_once(Settings.from_env(), args.task_dir, limits, model_url=args.model_url, model=args.model))
     t = r.trajectory
     for turn in t.turns:
         shown = turn.command or ("(format error)" if turn.format_error else "(done)")
@@ -32,14 +24,6 @@ async def _solve(task: Task, url: str, model: str, settings: Settings, limits: L
     print(f"trajectory: {r.ref.key}")
     print(f"reward: {t.reward:g}")
     return 0
-
-
-def _run(args: argparse.Namespace) -> int:
-    settings = Settings.from_env()
-    task = Task.load(args.task_dir)
-    limits = LoopLimits(max_turns=args.max_turns, time_limit_s=args.time_limit)
-    with endpoint(args.model_url or settings.model_url, settings.home) as url:
-        return asyncio.run(_solve(task, url, args.model or settings.model, settings, limits))
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -6,20 +6,12 @@ import argparse
 import asyncio
 
 from aes_cli.output import print_json
-from aes_lib.bus import Bus
-from aes_lib.config import Settings
-from aes_lib.flywheel.config import FlywheelConfig
 from aes_lib.flywheel.status import render
-from aes_ops.readout import Snapshot, snapshot
-
-
-async def _snapshot() -> Snapshot:
-    async with await Bus.connect(Settings.from_env(), name="aes-status") as bus:
-        return await snapshot(bus, FlywheelConfig.from_env())
+from aes_ops import readout
 
 
 def _run(args: argparse.Namespace) -> int:
-    snap = asyncio.run(_snapshot())
+    snap = asyncio.run(readout.read())
     if args.json:
         print_json({"pool": len(snap.pool), "pool_by_category": snap.pool_by_category, "status": snap.status})
     else:

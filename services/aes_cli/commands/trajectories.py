@@ -6,19 +6,14 @@ import argparse
 import asyncio
 from pathlib import Path
 
-from aes_lib.bus import Bus
-from aes_lib.config import Settings
-
-
-async def _export(args: argparse.Namespace) -> tuple[Path, int]:
-    from aes_ops.exports import export  # pyarrow: only for this command
-
-    async with await Bus.connect(Settings.from_env(), name="aes-export") as bus:
-        return await export(bus, args.dir, args.format, tuple(args.role or ()), args.since)
+from aes_ops.connect import with_bus
 
 
 def _run(args: argparse.Namespace) -> int:
-    path, rows = asyncio.run(_export(args))
+    from aes_ops.exports import export  # pyarrow: only for this command
+
+    path, rows = asyncio.run(with_bus("aes-export", lambda bus: export(
+        bus, args.dir, args.format, tuple(args.role or ()), args.since)))
     print(f"wrote {rows} attempts to {path}")
     return 0
 

@@ -8,25 +8,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import tempfile
 from collections import Counter
 from pathlib import Path
 
 from aes_cli.errors import CommandError
-from aes_cli.output import Progress, print_json
-from aes_lib.bundle import BundleError, unpack
-from aes_lib.bundle.imported import ImportedNetwork, as_imported, dataset_tasks
+from aes_cli.output import Progress, print_json, table
+from aes_lib.bundle.imported import ImportedNetwork, dataset_tasks
 from aes_lib.bundle.precheck import Precheck, precheck
 from aes_lib.config import Settings
-from aes_lib.domains.validation import validate_in_domain
-from aes_lib.domains.kinds import DomainKinds
-from aes_lib.sandbox import ImageCache, ValidationReport
-from aes_lib.sandbox.container import LimitCaps
-
-STEPS = 5
-"""Progress steps per task: image built, oracle run, nop run, tamper probe, the domain's gate (a
-task whose domain has none, or that failed early, makes up the steps it skipped at its last line)."""
+from aes_lib.sandbox import ValidationReport
+from aes_ops.seeding import check_dataset, write_report
+from aes_ops.validation import STEPS, validate_paths
 
 
 def _expand(path: Path) -> list[Path]:
@@ -45,79 +37,26 @@ def _expand(path: Path) -> list[Path]:
 
 def render_precheck(checks: list[Precheck]) -> str:
     """A table of what would be built, what is unsupported and why, what does not load; then counts."""
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
-    table = Table("TASK", "VERDICT", "WHY", box=None, pad_edge=False)
-    for c in checks:
-        table.add_row(Text(c.task or c.path), c.verdict, Text(c.detail))  # Text: no markup from task files
-    console = Console(width=200, record=True, file=open(os.devnull, "w"))
-    console.print(table)
+    text = table(("TASK", "VERDICT", "WHY"), [(c.task or c.path, c.verdict, c.detail) for c in checks])
     counts = Counter(c.verdict for c in checks)
     summary = ", ".join(f"{counts[v]} {v}" for v in ("build", "no_reference", "unsupported", "load_error") if counts[v])
     digests = [c.digest for c in checks if c.would_build and c.digest]
     dupes = len(digests) - len(set(digests))
-    text = "\n".join(line.rstrip() for line in console.export_text().splitlines())
     return text + f"\n\n{len(checks)} tasks: {summary}" + (
         f"; {dupes} identical to another (validated once)" if dupes else "")
 
 
-async def _one(path: Path, images: ImageCache, sem: asyncio.Semaphore, progress: Progress,
-               imported: ImportedNetwork | None = None) -> ValidationReport:
-    seen = 0
-
-    def step(line: str) -> None:
-        nonlocal seen
-        seen += 1
-        progress.step(f"{path.name}: {line}")
-
-    async with sem:
-        with tempfile.TemporaryDirectory(prefix="aes-validate-") as tmp:
-            root: Path | None = path
-            if path.is_file():  # an archive: unpack it defensively first
-                try:
-                    root = (await asyncio.to_thread(unpack, path, Path(tmp) / "task")).root
-                except BundleError as e:
-                    root = None
-                    report = ValidationReport(task=str(path), ok=False, reason="invalid_bundle",
-                                              detail=f"{type(e).__name__}: {e}")
-            if root is not None:
-                if imported is not None:
-                    root = await asyncio.to_thread(as_imported, root, Path(tmp) / "imported", imported)
-                report = await validate_in_domain(root, images, caps=images.caps, progress=step,
-                                                  require_reference=imported is None)
-    # A task that failed early skips its remaining steps.
-    progress.step(f"{path.name}: {'pass' if report.ok else 'FAIL ' + report.reason}", advance=max(0, STEPS - seen))
-    return report
-
-
-async def validate_paths(paths: list[Path], jobs: int, progress: Progress,
-                         imported: ImportedNetwork | None = None) -> list[ValidationReport]:
-    """Reports of the task folders or bundles at ``paths``, ``jobs`` at a time; ``imported``:
-    the network policy of imported tasks (None: they are treated as generated ones)."""
-    import docker
-
-    # Imported tasks may get the network their task.toml asks for, where the operator allows
-    # it (AES_SANDBOX_NETWORK=imported); generated ones never.
-    images = ImageCache(await asyncio.to_thread(docker.from_env), caps=LimitCaps(allow_network=imported is not None),
-                        kinds=DomainKinds())
-    sem = asyncio.Semaphore(max(1, jobs))
-    return await asyncio.gather(*(_one(p, images, sem, progress, imported) for p in paths))
-
-
 def render(reports: list[ValidationReport]) -> str:
-    """A fixed-width table: task, verdict, reason, oracle, nop, seconds (and detail of failures)."""
+    """A table: task, verdict, reason, oracle, nop, seconds (and detail of failures)."""
 
     def fmt(x: float | None) -> str:
         return "-" if x is None else f"{x:.3g}"
 
-    rows = [("TASK", "VERDICT", "REASON", "ORACLE", "NOP", "SECONDS")] + [
-        (r.task, ("pass (no reference)" if r.no_reference else "pass") if r.ok else "NEEDS GPU" if r.reason == "needs_gpu" else "FAIL", r.reason, fmt(r.oracle_reward), fmt(r.nop_reward), f"{r.seconds:.1f}")
-        for r in reports
-    ]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    lines = [table(("TASK", "VERDICT", "REASON", "ORACLE", "NOP", "SECONDS"), [
+        (r.task, ("pass (no reference)" if r.no_reference else "pass") if r.ok
+         else "NEEDS GPU" if r.reason == "needs_gpu" else "FAIL",
+         r.reason, fmt(r.oracle_reward), fmt(r.nop_reward), f"{r.seconds:.1f}")
+        for r in reports])]
     failures = [f"  {r.task}: {r.detail}" for r in reports if not r.ok]
     return "\n".join(lines + ([""] + failures if failures else []) + warn_lines(reports))
 
@@ -140,20 +79,14 @@ def _precheck(paths: list[Path], as_json: bool) -> int:
 def _run_dataset(args: argparse.Namespace, root: Path) -> int:
     """A dataset folder: every task pre-checked (the table first), then validated ``--jobs`` at
     a time, each content digest once, resuming from ``--journal``; ``--report`` gets the JSON."""
-    import docker
-
-    from aes_ops.seeding import validate_dataset, write_report
-
     network: ImportedNetwork = Settings.from_env().imported_network if args.imported else "off"
     count = len(dataset_tasks(root).dirs)
-    with tempfile.TemporaryDirectory(prefix="aes-validate-") as scratch:
-        with Progress("validate", total=STEPS * count) as progress:
-            images = ImageCache(docker.from_env(), caps=LimitCaps(allow_network=args.imported), kinds=DomainKinds())
-            tasks, skipped = asyncio.run(validate_dataset(
-                root, images, Path(scratch), jobs=args.jobs, network=network, journal=args.journal,
-                require_reference=not args.imported,
-                progress=lambda src, line: progress.step(f"{src.name}: {line}"),
-                checked=None if args.json else lambda checks: print(render_precheck(checks) + "\n", flush=True)))
+    with Progress("validate", total=STEPS * count) as progress:
+        tasks, skipped = asyncio.run(check_dataset(
+            root, allow_network=args.imported, network=network, jobs=args.jobs, journal=args.journal,
+            require_reference=not args.imported,
+            progress=lambda src, line: progress.step(f"{src.name}: {line}"),
+            checked=None if args.json else lambda checks: print(render_precheck(checks) + "\n", flush=True)))
     if args.report:
         write_report(tasks, skipped, args.report)
     reports = [t.report for t in tasks]
@@ -181,7 +114,7 @@ def _run(args: argparse.Namespace) -> int:
         raise CommandError("--journal and --report apply to a dataset folder")
     imported = Settings.from_env().imported_network if args.imported else None
     with Progress("validate", total=STEPS * len(paths)) as progress:
-        reports = asyncio.run(validate_paths(paths, args.jobs, progress, imported))
+        reports = asyncio.run(validate_paths(paths, args.jobs, progress.step, imported))
     if args.json:
         print_json(reports)
     else:
