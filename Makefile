@@ -63,11 +63,13 @@ run: install infra vllm
 down:
 	-$(AES) down
 
+# Two workers: much of the suite waits on Docker, servers and timeouts, so a second one overlaps
+# that waiting (tests/conftest.py keeps each shared session server on one worker).
 test: install infra harbor vllm
-	$(BIN)/pytest -q -ra --durations=15
+	$(BIN)/pytest -q -ra --durations=15 -n 2 --dist loadgroup
 
 test-fast: install infra harbor vllm
-	$(BIN)/pytest -q -ra -m "not slow"
+	$(BIN)/pytest -q -ra -m "not slow" -n 2 --dist loadgroup
 
 bench: install infra vllm
 	for b in bench/*_bench.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

@@ -47,6 +47,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "replay"))
 STARTUP_TIMEOUT = 60.0
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """``make test`` runs the suite on two pytest-xdist workers (``--dist loadgroup``): tests that
+    share one costly session server run on one worker, so it starts once. The rest go wherever
+    a worker is free."""
+    for item in items:
+        params = getattr(item, "callspec", None) and item.callspec.params
+        if item.get_closest_marker("vllm"):
+            group = "vllm"
+        elif "local_model_url" in item.fixturenames:
+            group = "local-model"
+        elif "fresh_engine" in item.fixturenames or (params and params.get("engine") == "fresh"):
+            group = "fresh-engine"
+        else:
+            continue
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.fixture(scope="session")
 def local_model_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     d = tmp_path_factory.mktemp("model")

