@@ -47,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "replay"))
 STARTUP_TIMEOUT = 60.0
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the groups off the items
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """``make test`` runs the suite on two pytest-xdist workers (``--dist loadgroup``): tests that
     share one costly session server run on one worker, so it starts once. The rest go wherever

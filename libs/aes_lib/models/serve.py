@@ -40,6 +40,10 @@ def serve(port: int, host: str = "127.0.0.1", ctx: int = 8192, parallel: int = 2
     p.n_ctx = ctx * parallel  # llama.cpp splits the context between slots
     p.cpuparams.n_threads = threads or max(1, (os.cpu_count() or 2))
     p.cpuparams_batch.n_threads = p.cpuparams.n_threads
+    # No spin-waiting between batches: the server shares its cores with sandboxes, the learner and
+    # other servers, and spinning threads that outnumber the cores stall everything (a request
+    # that takes seconds took minutes beside a second server).
+    p.cpuparams.poll = p.cpuparams_batch.poll = 0
     server = xllamacpp.Server(p)
     return server, server.listening_address.rstrip("/") + "/v1"
 
