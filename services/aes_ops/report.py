@@ -12,37 +12,44 @@ import base64
 import dataclasses
 import datetime
 import html
+import functools
 import io
 import statistics
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-import matplotlib
+from aes_proto import subjects
+from aes_proto.messages import CalibrationResult, LearnerStats, RolloutSummary, ServingUpdate
 
-matplotlib.use("Agg")  # no display; must precede pyplot
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
+from aes_lib.config import Settings
+from aes_lib.flywheel.config import FlywheelConfig
+from aes_lib.flywheel.status import Status, render
+from aes_ops.connect import with_bus
+from aes_ops.readout import Snapshot, skipped, snapshot, unique
 
-from aes_proto import subjects  # noqa: E402
-from aes_proto.messages import CalibrationResult, LearnerStats, RolloutSummary, ServingUpdate  # noqa: E402
 
-from aes_lib.config import Settings  # noqa: E402
-from aes_lib.flywheel.config import FlywheelConfig  # noqa: E402
-from aes_lib.flywheel.status import Status, render  # noqa: E402
-from aes_ops.connect import with_bus  # noqa: E402
-from aes_ops.readout import Snapshot, skipped, snapshot, unique  # noqa: E402
+@functools.cache
+def _pyplot():
+    """pyplot on the Agg backend, imported on the first plot: every ``aes`` command imports this
+    module, and matplotlib costs a second (more in a fresh container, which builds its font cache)."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display; must precede pyplot
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 def _png(fig) -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
-    plt.close(fig)
+    _pyplot().close(fig)
     return base64.b64encode(buf.getvalue()).decode()
 
 
 def reward_plot(rollouts: Sequence[RolloutSummary]) -> str:
-    fig, ax = plt.subplots(figsize=(6, 3.2))
+    fig, ax = _pyplot().subplots(figsize=(6, 3.2))
     by_purpose: dict[str, list[float]] = {}
     for r in rollouts:
         by_purpose.setdefault(r.purpose, []).append(r.reward)
@@ -56,7 +63,7 @@ def reward_plot(rollouts: Sequence[RolloutSummary]) -> str:
 
 
 def band_plot(results: Sequence[CalibrationResult], band: tuple[float, float]) -> str:
-    fig, ax = plt.subplots(figsize=(6, 3.2))
+    fig, ax = _pyplot().subplots(figsize=(6, 3.2))
     calibrated = [r for r in results if r.decision != "rejected"]
     ax.axvspan(*band, color="tab:green", alpha=0.15, label="admission band")
     for decision in ("admitted", "too_hard", "too_easy", "no_spread"):
@@ -69,7 +76,7 @@ def band_plot(results: Sequence[CalibrationResult], band: tuple[float, float]) -
 
 
 def rounds_plot(status: Status) -> str:
-    fig, ax = plt.subplots(figsize=(6, 3.2))
+    fig, ax = _pyplot().subplots(figsize=(6, 3.2))
     rounds = list(status.rounds)
     ax.plot(rounds, [t.valid_rate for t in status.rounds.values()], marker="o", label="valid rate")
     ax.plot(rounds, [t.admitted / t.candidates if t.candidates else 0 for t in status.rounds.values()],
@@ -99,6 +106,8 @@ def _curves(ax, stats: Sequence[LearnerStats], value: Callable[[LearnerStats], f
         ax.plot(xs, ys, marker=_MARKERS[role], markersize=4,
                 label=", ".join(filter(None, (role, policy and f"{policy} policy"))) or None)
     ax.set(xlabel="policy version", title=title)
+    from matplotlib.ticker import MaxNLocator
+
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # versions are whole numbers
     if not lines:  # e.g. no update recorded its wall time
         ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
@@ -107,7 +116,7 @@ def _curves(ax, stats: Sequence[LearnerStats], value: Callable[[LearnerStats], f
 
 
 def learner_plot(stats: Sequence[LearnerStats]) -> str:
-    fig, axes = plt.subplots(2, 3, figsize=(10, 5.5))
+    fig, axes = _pyplot().subplots(2, 3, figsize=(10, 5.5))
     panels = [
         ("loss", lambda s: s.loss, False),
         ("mean reward", lambda s: s.mean_reward, True),

@@ -9,38 +9,63 @@ Several ranks (FSDP2): ``distributed`` (launch, sharding, rank 0 driving the oth
 ``runtime`` (what each rank holds and does).
 """
 
-from aes_lib.learner.advantages import centred, has_signal
-from aes_lib.learner.batcher import Batch, Batcher, Group
-from aes_lib.learner.checkpoint import (
-    CheckpointError,
-    folder_tensors,
-    load_tensors,
-    policy_tensors,
-    publish_model,
-    write_hf_folder,
-)
-from aes_lib.learner.config import LearnerConfig, LearnerConfigError
-from aes_lib.learner.head import LogprobHead, UnsupportedModelError, install_head
-from aes_lib.learner.losses import (
-    Loss,
-    LossOutput,
-    LossParamsError,
-    UnknownLossError,
-    build_loss,
-    loss_class,
-    loss_names,
-    register_loss,
-)
-from aes_lib.learner.policy import checkpoint_key, publish_policy
-from aes_lib.learner.samples import Sample, TokenizedTurn, TrajectoryFormatError, turns_from_trajectory
-from aes_lib.learner.sequences import TrainSeq, pack_turns
-from aes_lib.learner.trainer import DppoTrainer, StepStats
+import importlib
 
-__all__ = [
-    "Batch", "Batcher", "CheckpointError", "DppoTrainer", "Group", "LearnerConfig", "Loss", "LossOutput",
-    "LossParamsError",
-    "LearnerConfigError", "LogprobHead", "Sample", "StepStats", "TokenizedTurn", "TrainSeq",
-    "TrajectoryFormatError", "UnknownLossError", "UnsupportedModelError", "centred", "checkpoint_key",
-    "build_loss", "folder_tensors", "has_signal", "install_head", "load_tensors", "loss_class", "loss_names", "pack_turns", "policy_tensors",
-    "publish_model", "publish_policy", "register_loss", "turns_from_trajectory", "write_hf_folder",
-]
+_EXPORTS = {
+    # advantages
+    "centred": "advantages",
+    "has_signal": "advantages",
+    # batcher
+    "Batch": "batcher",
+    "Batcher": "batcher",
+    "Group": "batcher",
+    # checkpoint
+    "CheckpointError": "checkpoint",
+    "folder_tensors": "checkpoint",
+    "load_tensors": "checkpoint",
+    "policy_tensors": "checkpoint",
+    "publish_model": "checkpoint",
+    "write_hf_folder": "checkpoint",
+    # config
+    "LearnerConfig": "config",
+    "LearnerConfigError": "config",
+    # head
+    "LogprobHead": "head",
+    "UnsupportedModelError": "head",
+    "install_head": "head",
+    # losses
+    "Loss": "losses",
+    "LossOutput": "losses",
+    "LossParamsError": "losses",
+    "UnknownLossError": "losses",
+    "build_loss": "losses",
+    "loss_class": "losses",
+    "loss_names": "losses",
+    "register_loss": "losses",
+    # policy
+    "checkpoint_key": "policy",
+    "publish_policy": "policy",
+    # samples
+    "Sample": "samples",
+    "TokenizedTurn": "samples",
+    "TrajectoryFormatError": "samples",
+    "turns_from_trajectory": "samples",
+    # sequences
+    "TrainSeq": "sequences",
+    "pack_turns": "sequences",
+    # trainer
+    "DppoTrainer": "trainer",
+    "StepStats": "trainer",
+}
+"""Public name -> the submodule that defines it. Imported on first use (PEP 562): most importers
+want the config or a small helper, and the trainer and checkpoints bring in torch (seconds)."""
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    globals()[name] = value
+    return value
