@@ -38,12 +38,12 @@ def serve(port: int, host: str = "127.0.0.1", ctx: int = 8192, parallel: int = 2
     p.port = port
     p.n_parallel = parallel
     p.n_ctx = ctx * parallel  # llama.cpp splits the context between slots
-    p.cpuparams.n_threads = threads or max(1, (os.cpu_count() or 2))
+    # Half the cores by default: the server shares the machine with sandboxes, services and the
+    # learner, and llama.cpp's threads meet at a barrier after every op, so one thread that loses
+    # its core stalls the others (bench/results/local_model_threads.md: on 2 busy cores, 1 thread
+    # answers 1.9-3.9x faster than 2).
+    p.cpuparams.n_threads = threads or max(1, (os.cpu_count() or 2) // 2)
     p.cpuparams_batch.n_threads = p.cpuparams.n_threads
-    # No spin-waiting between batches: the server shares its cores with sandboxes, the learner and
-    # other servers, and spinning threads that outnumber the cores stall everything (a request
-    # that takes seconds took minutes beside a second server).
-    p.cpuparams.poll = p.cpuparams_batch.poll = 0
     server = xllamacpp.Server(p)
     return server, server.listening_address.rstrip("/") + "/v1"
 
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--ctx", type=int, default=8192, help="context tokens per parallel slot")
     ap.add_argument("--parallel", type=int, default=2, help="requests decoded at once")
-    ap.add_argument("--threads", type=int, default=0, help="0: all cores")
+    ap.add_argument("--threads", type=int, default=0, help="0: half the cores")
     ap.add_argument("--url-file", type=Path, help="write the base URL here once serving")
     args = ap.parse_args(argv)
     server, url = serve(args.port, args.host, args.ctx, args.parallel, args.threads)
