@@ -5,7 +5,8 @@
 - ``readout``, ``report``: status and the HTML report from the streams and the pool
 - ``seeding``: the bundled seed tasks into the pool
 - ``compare``: the generation modes side by side (``aes generate``)
-- ``evaluation``: a policy on held-out tasks (``aes eval``)
+- ``evaluate``, ``evaluation``: a policy on held-out tasks and its avg@k statistics (``aes eval``)
+- ``pools``, ``experiment``: the pools experiment, a static pool against the flywheel (``aes experiment pools``)
 
 Services never import this package; it imports services only to start them.
 """
