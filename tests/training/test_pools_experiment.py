@@ -11,7 +11,7 @@ import pytest
 
 from aes_cli.main import main
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(2400)]
 
 
 def test_tiny_experiment_writes_both_arms(tiny_model, tmp_path, monkeypatch, capsys):
