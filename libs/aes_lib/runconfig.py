@@ -23,6 +23,7 @@ from aes_lib.config import (CONFIG_VAR, SET_VAR, Settings, SettingsError, config
                             set_overrides, sourced, stack_settings)
 from aes_lib.domains.ask_human.settings import AskHumanSettings
 from aes_lib.flywheel.config import FlywheelConfig
+from aes_lib.flywheel.experiment import ExperimentConfig
 from aes_lib.flywheel.training import TrainingConfig
 from aes_lib.learner.config import LearnerConfig
 from aes_lib.review.reviewer import ReviewSettings
@@ -37,6 +38,7 @@ REGISTRY: tuple[tuple[str, type], ...] = (
     ("Learner", LearnerConfig),
     ("Ask-human tasks", AskHumanSettings),
     ("Experiment tracking", MetricsConfig),
+    ("Pools experiment", ExperimentConfig),
 )
 """(heading, class) of every settings class: the class's ``section`` is its table in the
 config file, ``<env_prefix><FIELD>`` its variables."""

@@ -10,7 +10,8 @@
 - ``contamination``: the held-out index registered for the gate, and checks against it
 - ``solve``, ``compare``: one solver attempt (``aes solve``); the generation modes side by side (``aes generate``)
 - ``policies``: published policy versions as folders other tools load (``aes policy export``)
-- ``evaluation``: a policy on held-out tasks (``aes eval``)
+- ``evaluate``, ``evaluation``: a policy on held-out tasks and its avg@k statistics (``aes eval``)
+- ``pools``, ``experiment``: the pools experiment, a static pool against the flywheel (``aes experiment pools``)
 
 Services never import this package; it imports services only to start them.
 """

@@ -12,7 +12,7 @@ start from, the held-out set both are scored on, and the share of groups that te
 - ``signal_fraction``: the share of solver groups with a reward spread (the learner's rule,
   ``has_signal``), with its Wilson interval: the mechanism the experiment is about.
 
-The driver that runs both arms through the services under one rollout budget is still to come.
+``aes_ops.experiment`` runs the arms through the services under one rollout budget.
 """
 
 from __future__ import annotations
@@ -37,9 +37,14 @@ def _families(names: Sequence[str]) -> list[families.Family]:
     return [families.get(n) for n in names]
 
 
-def static_pool(names: Sequence[str], size: int, seed: int = 0) -> list[Instance]:
+def top(f: families.Family, max_difficulty: int = 0) -> int:
+    """The family's highest difficulty, capped at ``max_difficulty`` (0: no cap)."""
+    return min(f.max_difficulty, max_difficulty) if max_difficulty else f.max_difficulty
+
+
+def static_pool(names: Sequence[str], size: int, seed: int = 0, max_difficulty: int = 0) -> list[Instance]:
     """``size`` distinct instances, each a family drawn uniformly, then a difficulty uniformly
-    over its range; the same arguments give the same pool."""
+    over its range (up to ``max_difficulty``, 0: all of it); the same arguments give the same pool."""
     fams = _families(names)
     if size < 1:
         raise ValueError(f"pool size must be >= 1, got {size}")
@@ -47,7 +52,7 @@ def static_pool(names: Sequence[str], size: int, seed: int = 0) -> list[Instance
     out: dict[Instance, None] = {}
     while len(out) < size:
         f = rng.choice(fams)
-        out[Instance(f.name, Params(rng.randint(f.min_difficulty, f.max_difficulty), rng.randrange(POOL_SEEDS)))] = None
+        out[Instance(f.name, Params(rng.randint(f.min_difficulty, top(f, max_difficulty)), rng.randrange(POOL_SEEDS)))] = None
     return list(out)
 
 
@@ -61,12 +66,13 @@ def flywheel_start(names: Sequence[str], per_family: int, seed: int = 0) -> list
             for f in _families(names) for _ in range(per_family)]
 
 
-def heldout(names: Sequence[str], per_difficulty: int) -> list[Instance]:
-    """``per_difficulty`` fixed instances of every difficulty of every family."""
+def heldout(names: Sequence[str], per_difficulty: int, max_difficulty: int = 0) -> list[Instance]:
+    """``per_difficulty`` fixed instances of every difficulty (up to ``max_difficulty``, 0: all)
+    of every family."""
     if per_difficulty < 1:
         raise ValueError(f"per_difficulty must be >= 1, got {per_difficulty}")
     return [Instance(f.name, Params(d, HELDOUT_SEEDS + i)) for f in _families(names)
-            for d in range(f.min_difficulty, f.max_difficulty + 1) for i in range(per_difficulty)]
+            for d in range(f.min_difficulty, top(f, max_difficulty) + 1) for i in range(per_difficulty)]
 
 
 def disjoint(pool: Sequence[Instance], held: Sequence[Instance]) -> None:

@@ -24,6 +24,7 @@ from aes_lib.bus import Bus
 from aes_lib.flywheel.runners.trial_runner import TrialRolloutRunner
 from aes_lib.learner import LearnerConfig
 from aes_lib.models import ChatClient
+from aes_lib.domains.kinds import DomainKinds
 from aes_lib.sandbox import ImageCache
 from aes_proto import subjects
 from aes_proto.messages import RolloutRequest, RolloutSummary, TrajectoryRef
@@ -88,7 +89,8 @@ async def test_the_trajectory_is_read_once_by_the_learner_and_never_by_the_rollo
     bus = await buses.connect(fresh_nats, name="test")
     try:
         with ReplayServer(SOLVE, policy_version=0) as srv:
-            runner = TrialRolloutRunner(ChatClient(srv.url, "replay"), ImageCache(), store, LoopLimits(max_turns=4),
+            runner = TrialRolloutRunner(ChatClient(srv.url, "replay"), ImageCache(kinds=DomainKinds()), store,
+                                        LoopLimits(max_turns=4),
                                         tmp_path)
             rollouts = training_rollouts(runner)
             async with running(fresh_nats, rollouts, bus_type=buses):

@@ -1,0 +1,82 @@
+"""The pools experiment's shape (``aes experiment pools``): which arms, how many seeds, the
+rollout budget, and when and on what the held-out evaluation runs.
+
+The solver, learner, training waves and flywheel are the run's own sections (``[training]``,
+``[learner]``, ``[flywheel]``, ``[core]``): the same file with a real model and GPUs is the
+full-scale recipe (docs/RECIPES.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+from aes_lib.config import read_settings
+
+ARMS = ("static", "flywheel")
+
+
+class ExperimentConfigError(ValueError):
+    """An experiment setting out of range."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ExperimentConfig:
+    """One experiment. Field ``x`` reads ``AES_EXPERIMENT_X``."""
+
+    env_prefix: ClassVar[str] = "AES_EXPERIMENT_"
+    section: ClassVar[str] = "experiment"
+    families: str = "echo-words"
+    """Task families the pools and the held-out set are drawn from, comma-separated."""
+    max_difficulty: int = 4
+    """Highest difficulty used of each family (0: the family's own maximum)."""
+    arms: str = "static,flywheel"
+    """Arms to run, comma-separated: ``static`` (a fixed pool, uniform over the difficulty
+    range) and ``flywheel`` (procedural proposer, planner, calibration band, retirement)."""
+    seeds: int = 2
+    """Independent runs of every arm (each from the same starting policy)."""
+    waves: int = 6
+    """Training waves per run: the rollout budget is waves x groups_per_wave x group_size."""
+    waves_per_round: int = 2
+    """Training waves between two flywheel rounds (review, retirement, new environments)."""
+    eval_every: int = 2
+    """Waves between held-out evaluations (also one before the first wave)."""
+    heldout_per_difficulty: int = 2
+    """Held-out instances of every family at every difficulty."""
+    eval_k: int = 1
+    """Attempts per held-out instance."""
+    static_pool_size: int = 12
+    """Instances in the static arm's pool."""
+    start_per_family: int = 2
+    """Instances of each family at its easiest that the flywheel starts from."""
+    policy: str = "bootstrap"
+    """The starting policy: ``bootstrap`` (a tiny model taught the families' easiest instances,
+    ``aes_ops.bootstrap_policy``) or a transformers model folder."""
+    bootstrap_steps: int = 80
+    """Supervised steps of the bootstrap policy."""
+    round_timeout_s: float = 1800.0
+    """How long a flywheel round may take before the run moves on (reported)."""
+
+    def __post_init__(self) -> None:
+        if not self.family_names():
+            raise ExperimentConfigError("AES_EXPERIMENT_FAMILIES: no task family given")
+        if bad := [a for a in self.arm_names() if a not in ARMS]:
+            raise ExperimentConfigError(f"AES_EXPERIMENT_ARMS: unknown arm(s) {bad}; known: {', '.join(ARMS)}")
+        if not self.arm_names():
+            raise ExperimentConfigError("AES_EXPERIMENT_ARMS: no arm given")
+        if min(self.seeds, self.waves, self.waves_per_round, self.eval_every, self.heldout_per_difficulty,
+               self.eval_k, self.static_pool_size, self.start_per_family) < 1:
+            raise ExperimentConfigError("seeds, waves, waves_per_round, eval_every, heldout_per_difficulty, "
+                                        "eval_k, static_pool_size and start_per_family must be >= 1")
+        if self.max_difficulty < 0 or self.bootstrap_steps < 0:
+            raise ExperimentConfigError("max_difficulty and bootstrap_steps must be >= 0")
+
+    @classmethod
+    def from_env(cls, **overrides: object) -> "ExperimentConfig":
+        return cls(**{**read_settings(cls, ExperimentConfigError), **overrides})  # type: ignore[arg-type]
+
+    def family_names(self) -> list[str]:
+        return [n.strip() for n in self.families.split(",") if n.strip()]
+
+    def arm_names(self) -> list[str]:
+        return [a.strip() for a in self.arms.split(",") if a.strip()]

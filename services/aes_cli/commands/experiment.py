@@ -1,0 +1,89 @@
+"""``aes experiment pools``: a static pool against the flywheel, same solver and rollout budget.
+
+The experiment's shape is the ``[experiment]`` section (``AES_EXPERIMENT_*``; ``aes config show``
+lists it), the solver, learner and waves the run's own sections; ``aes_ops.experiment`` runs it.
+Writes ``OUT/pools_experiment.json`` and ``OUT/pools_experiment.png`` and prints a table per arm.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from aes_cli.errors import CommandError
+from aes_cli.output import print_json
+from aes_lib.flywheel.experiment import ExperimentConfig
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _interval(ci: list[float] | None) -> str:
+    return f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "n/a"
+
+
+def table(report: dict) -> Table:
+    t = Table("ARM", "WAVE", "ROLLOUTS", "UPDATES", "HELD-OUT REWARD", "95% CI (seeds)", "PASS RATE",
+              title="held-out evaluation")
+    for arm, data in report["arms"].items():
+        for p in data["points"]:
+            reward = "n/a" if p["mean_reward"] is None else f"{p['mean_reward']:.3f}"
+            passes = "n/a" if p["pass_rate"] is None else f"{p['pass_rate']:.3f}"
+            t.add_row(arm, str(p["wave"]), str(p["training_rollouts"]), f"{p['updates']:.1f}", reward,
+                      _interval(p["ci95"]), passes)
+    return t
+
+
+def _run(args: argparse.Namespace) -> int:
+    from aes_ops.experiment import ExperimentError, run_experiment
+
+    try:
+        report = asyncio.run(run_experiment(ExperimentConfig.from_env(), args.out, _say))
+    except ExperimentError as e:
+        raise CommandError(str(e)) from None
+    if args.json:
+        print_json(report)
+        return 0
+    console = Console()
+    console.print(table(report))
+    for arm, data in report["arms"].items():
+        console.print(f"{arm}: groups with a learning signal {data['signal_fraction']:.1%} "
+                      f"(95% CI {_interval(data['signal_ci95'])}, {data['groups']} groups); "
+                      f"{data['updates']:.1f} updates; {data['selection_rollouts']:.0f} selection rollouts; "
+                      f"{data['wall_s']:.0f} s per run")
+    console.print(f"results: {args.out / 'pools_experiment.json'}, plot {args.out / 'pools_experiment.png'}")
+    if args.markdown:
+        _write_markdown(report, args.markdown)
+        console.print(f"summary: {args.markdown}")
+    return 0
+
+
+def _write_markdown(report: dict, dest: Path) -> None:
+    import os
+    import platform
+    import time
+
+    from aes_ops.experiment import markdown
+
+    machine = (f"{os.cpu_count()} cores ({platform.processor() or platform.machine()}), Python "
+               f"{platform.python_version()}, load average at end {os.getloadavg()[0]:.1f} (shared machine)")
+    command = "aes " + " ".join(sys.argv[1:])
+    dest.write_text(markdown(report, machine, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), command))
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("experiment", help="experiments on the flywheel's mechanism")
+    kinds = p.add_subparsers(dest="experiment", required=True)
+    pools = kinds.add_parser("pools", help="static pool vs flywheel: held-out reward over the same rollout budget")
+    pools.add_argument("--out", type=Path, default=Path("pools-experiment"), metavar="DIR",
+                       help="where the runs, the JSON and the plot go (default ./pools-experiment)")
+    pools.add_argument("--markdown", type=Path, default=None, metavar="FILE",
+                       help="also write the results as a markdown summary (bench/results/pools_experiment.md)")
+    pools.add_argument("--json", action="store_true", help="print the JSON report instead of the tables")
+    pools.set_defaults(func=_run)

@@ -1,0 +1,106 @@
+"""The pools experiment's solver on CPU: a tiny model taught the action format on the easiest
+instances, so that it scores above 0 where the flywheel starts and has something to climb.
+
+What it is, exactly: SmolLM2's architecture and tokenizer shrunk to a toy size (``PolicySpec``),
+random weights, then ``steps`` supervised steps on the reference solutions of the families'
+easiest instances (difficulty ``min_difficulty`` .. ``min_difficulty + levels - 1``), each as
+the one fenced command the solver loop expects, on seeds of their own range (never a pool's or
+the held-out set's). It is the word policy of the training tests grown to a family: it learns to
+answer in the family's command shape and to copy a little from the instruction, imperfectly;
+harder instances (more words, more files) it has never seen. Why not a real model: SmolLM2-135M
+scores 0 on every task here (no group has a reward spread) and one update takes ~20 s on these
+cores, so nothing could be measured in an hour; pointing the experiment's ``model`` at a real
+model folder skips this bootstrap.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from pathlib import Path
+
+from aes_lib import families
+from aes_lib.families import Params
+
+BOOTSTRAP_SEEDS = 1 << 36
+"""The bootstrap's instances' seeds start here: above the pools' (below 2**31), below the held-out set's (2**40)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicySpec:
+    """The toy model and its supervised start."""
+
+    hidden_size: int = 64
+    layers: int = 2
+    heads: int = 4
+    examples: int = 8
+    """Distinct bootstrap instances (spread over the families)."""
+    levels: int = 1
+    """Difficulty levels from each family's easiest that the bootstrap shows."""
+    steps: int = 80
+    lr: float = 3e-3
+    batch: int = 4
+    seed: int = 0
+
+
+def solver_prompt_ids(tokenizer, instruction: str) -> list[int]:
+    """The prompt the solver sends for ``instruction``, as the engine tokenizes it."""
+    from aes_lib.agents.solver import SYSTEM_PROMPT
+    from aes_lib.models.engine import chat_prompt_ids
+
+    return chat_prompt_ids(tokenizer, [{"role": "system", "content": SYSTEM_PROMPT},
+                                       {"role": "user", "content": f"Task:\n{instruction.strip()}"}])
+
+
+def examples(names: list[str], spec: PolicySpec) -> list[tuple[str, str]]:
+    """(instruction, reply) pairs: the reference solution as one fenced command."""
+    rng = random.Random(f"bootstrap/{spec.seed}")
+    fams = [families.get(n) for n in names]
+    out = []
+    for i in range(spec.examples):
+        f = fams[i % len(fams)]
+        d = rng.randint(f.min_difficulty, min(f.max_difficulty, f.min_difficulty + spec.levels - 1))
+        task = f.instance(Params(d, BOOTSTRAP_SEEDS + i))
+        out.append((task.instruction, f"```bash\n{' && '.join(task.solution.splitlines())}\n```"))
+    return out
+
+
+def bootstrap(base: Path, dest: Path, names: list[str], spec: PolicySpec = PolicySpec()) -> Path:
+    """Write the bootstrapped policy (a transformers folder) to ``dest``; ``base`` gives the
+    architecture and tokenizer (SmolLM2's)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(base)
+    cfg = AutoConfig.from_pretrained(base)
+    cfg.update({"hidden_size": spec.hidden_size, "intermediate_size": 2 * spec.hidden_size,
+                "num_hidden_layers": spec.layers, "num_attention_heads": spec.heads,
+                "num_key_value_heads": max(1, spec.heads // 2), "head_dim": spec.hidden_size // spec.heads})
+    torch.manual_seed(spec.seed)
+    model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
+    seqs = []
+    for instruction, reply in examples(names, spec):
+        p = solver_prompt_ids(tok, instruction)
+        seqs.append((p, tok.encode(reply, add_special_tokens=False) + [tok.eos_token_id]))
+    width = max(len(p) + len(r) for p, r in seqs)
+    ids = torch.full((len(seqs), width), tok.eos_token_id)
+    labels = torch.full((len(seqs), width), -100)
+    for i, (p, r) in enumerate(seqs):
+        ids[i, : len(p) + len(r)] = torch.tensor(p + r)
+        labels[i, len(p): len(p) + len(r)] = torch.tensor(r)
+    opt = torch.optim.AdamW(model.parameters(), lr=spec.lr)
+    gen = torch.Generator().manual_seed(spec.seed)
+    model.train()
+    for _ in range(spec.steps):
+        rows = torch.randperm(len(seqs), generator=gen)[: spec.batch]
+        # Logits at the reply's positions only: the full vocabulary at every prompt token
+        # would cost ~50x more. Position t predicts token t + 1.
+        mask = labels[rows, 1:] != -100
+        hidden = model.model(input_ids=ids[rows]).last_hidden_state[:, :-1][mask]
+        loss = torch.nn.functional.cross_entropy(model.lm_head(hidden), labels[rows, 1:][mask])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.save_pretrained(dest)
+    tok.save_pretrained(dest)
+    return dest

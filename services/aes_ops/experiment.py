@@ -1,0 +1,480 @@
+"""``aes experiment pools``: does a pool chosen for the solver's current ability teach more per
+rollout than a fixed one? (issue 29; the paper's Table 3 at full scale.)
+
+Every run (one arm, one seed) gets a stack of its own under ``<out>/runs/<arm>-s<seed>``
+(nats-server and the model engine, ``aes_ops.stack``), starts from the same policy, and runs the
+real services in this process, each on its own connection: the wave planner, training rollouts
+in Docker, the learner and the weight sync; the flywheel arm adds the planner and its rollout
+statistics, the procedural proposer, the validator, the calibrator, the pool and the pool review
+(reruns, retirement out of the band). Both arms get the same training rollouts (``waves`` x
+``groups_per_wave`` x ``group_size``); what the flywheel spends on choosing (calibration,
+review and validation runs) is counted apart. Before the first wave and every ``eval_every``
+waves the served policy is scored (``aes_ops.evaluate``) on a fixed held-out set of family
+instances per difficulty, which no pool meets.
+
+Measured per run: held-out mean reward and full-pass rate after each evaluation point (with the
+95% t interval over the held-out tasks), the learner's updates, the share of training groups with
+a reward spread (the learner's ``has_signal``: the groups that teach at all) with its Wilson
+interval, the difficulties trained on, wall time. ``summarize`` adds per arm the mean over seeds
+and its 95% t interval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import os
+import shutil
+import statistics
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+
+from aes_lib.bus import Bus, serve
+from aes_lib.config import Settings
+from aes_lib.families import Instance
+from aes_lib.flywheel.config import FlywheelConfig
+from aes_lib.flywheel.experiment import ExperimentConfig
+from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+from aes_lib.flywheel.training import TrainingConfig
+from aes_lib.learner import LearnerConfig
+from aes_lib.models.weights import TRAINABLE, engine_client
+from aes_ops import pools, stack
+from aes_ops.evaluate import EvalOptions, evaluate
+from aes_ops.evaluation import t_interval
+from aes_ops.rounds import BusFeed, run_rounds
+from aes_ops.seeding import seed_pool
+from aes_ops.waves import LearnerTally, train
+from aes_proto import subjects
+from aes_proto.messages import RolloutSummary, TrajectoryRef
+
+ROUTE = "validate,calibrate"
+"""The flywheel arm's admission route: no held-out benchmark to screen for, no model reviewer."""
+
+
+class ExperimentError(ValueError):
+    """A configuration the experiment cannot run."""
+
+
+@dataclasses.dataclass
+class EvalPoint:
+    wave: int
+    training_rollouts: int
+    updates: int
+    policy_version: int
+    mean_reward: float | None
+    """avg@k over the held-out tasks."""
+    ci95: list[float] | None
+    """95% t interval over the held-out tasks."""
+    pass_rate: float | None
+    """Share of held-out attempts with reward 1."""
+    by_difficulty: dict[str, float]
+    """"<family>/d<difficulty>" -> mean reward."""
+    failed_tasks: int
+
+
+@dataclasses.dataclass
+class RunResult:
+    arm: str
+    seed: int
+    points: list[EvalPoint] = dataclasses.field(default_factory=list)
+    training_rollouts: int = 0
+    selection_rollouts: dict[str, int] = dataclasses.field(default_factory=dict)
+    """Solver runs spent choosing environments, by purpose (calibration, pool_review)."""
+    validations: int = 0
+    admitted: int = 0
+    retired: int = 0
+    updates: int = 0
+    groups: int = 0
+    signal_groups: int = 0
+    signal_fraction: float = 0.0
+    signal_ci95: list[float] = dataclasses.field(default_factory=lambda: [0.0, 1.0])
+    empty_waves: int = 0
+    """Waves the flywheel's pool had nothing to sample (its rollouts unspent)."""
+    trained_difficulty: list[float] = dataclasses.field(default_factory=list)
+    """Mean difficulty of each wave's training groups."""
+    wall_s: float = 0.0
+
+
+# -- plumbing -------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    """``values`` in ``os.environ`` for the duration: the services (and the engine process the
+    stack starts) read their settings from it."""
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@contextlib.asynccontextmanager
+async def _running(settings: Settings, services: list) -> AsyncIterator[None]:
+    """Each service on its own connection, as separate processes would be; drained on exit."""
+    stop = asyncio.Event()
+    buses = [await Bus.connect(settings, name=s.name) for s in services]
+    tasks = [asyncio.create_task(serve(s, b, stop)) for s, b in zip(services, buses)]
+    try:
+        yield
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for b in buses:
+            await b.close()
+
+
+def _services(arm: str, training: TrainingConfig, learner: LearnerConfig) -> list:
+    from aes_services.calibrator import CalibratorService
+    from aes_services.learner import LearnerService
+    from aes_services.planner import PlannerService, RolloutStatsService
+    from aes_services.pool import PoolReviewService, PoolService
+    from aes_services.proposer import ProposerService
+    from aes_services.serving import WeightSyncService
+    from aes_services.training import TrainingRolloutService, WavePlannerService
+    from aes_services.validator import ValidatorService
+
+    common = [WavePlannerService(), TrainingRolloutService(config=training), LearnerService(learner),
+              WeightSyncService()]
+    if arm == "static":
+        return common
+    return common + [RolloutStatsService(), PlannerService(), ProposerService(), ValidatorService(),
+                     CalibratorService(), PoolService(), PoolReviewService()]
+
+
+# -- one run --------------------------------------------------------------------------
+
+
+class _Difficulties:
+    """Pool env id -> the family instance its bundle records (read once per environment)."""
+
+    def __init__(self, store: PoolStore, blobs, workdir: Path) -> None:
+        self.store, self.blobs, self.workdir = store, blobs, workdir
+        self.known: dict[str, Instance | None] = {}
+
+    async def of(self, env_id: str) -> Instance | None:
+        if env_id not in self.known:
+            from aes_lib import families
+            from aes_lib.bundle import unpack
+
+            entry = await self.store.entry(env_id)
+            found = None
+            if entry is not None:
+                dest = self.workdir / env_id[:16]
+                if not dest.exists():
+                    await asyncio.to_thread(unpack, self.blobs.get_bytes(entry.bundle), dest)
+                with contextlib.suppress(families.FamilyError):
+                    found = families.read_instance(dest)
+            self.known[env_id] = found
+        return self.known[env_id]
+
+
+async def _heldout_point(settings: Settings, held: list[Instance], folders: list[Path], wave: int,
+                         result: RunResult, tally: LearnerTally, cfg: ExperimentConfig, training: TrainingConfig,
+                         say: Callable[[str], None]) -> None:
+    report = await evaluate(folders, settings, EvalOptions(k=cfg.eval_k, concurrency=4, max_turns=training.max_turns,
+                                                           max_tokens=training.max_tokens))
+    level: dict[str, list[float]] = {}
+    attempts: list[float] = []
+    for inst, task in zip(held, report["tasks"]):
+        if task["mean"] is not None:
+            level.setdefault(f"{inst.family}/d{inst.params.difficulty}", []).append(task["mean"])
+            attempts += task["rewards"]
+    point = EvalPoint(
+        wave=wave, training_rollouts=result.training_rollouts, updates=tally.updates,
+        policy_version=report["policy_version"] if isinstance(report["policy_version"], int) else -1,
+        mean_reward=report["avg"], ci95=report["ci95"],
+        pass_rate=sum(r >= 1.0 for r in attempts) / len(attempts) if attempts else None,
+        by_difficulty={k: statistics.fmean(v) for k, v in sorted(level.items())},
+        failed_tasks=len(report["tasks"]) - report["n_tasks"])
+    result.points.append(point)
+    mean = "n/a" if point.mean_reward is None else f"{point.mean_reward:.3f}"
+    say(f"  [{result.arm} s{result.seed}] held-out after wave {wave} ({point.updates} updates, "
+        f"v{point.policy_version}): mean reward {mean}, pass rate {point.pass_rate}")
+
+
+async def run_arm(arm: str, seed: int, cfg: ExperimentConfig, policy: Path, out: Path,
+                  say: Callable[[str], None] = print) -> RunResult:
+    """One run of ``arm`` from ``policy`` with its own stack under ``out/runs``."""
+    names = cfg.family_names()
+    training = TrainingConfig.from_env(waves_per_round=1)
+    learner = LearnerConfig.from_env(model_path=str(policy))
+    flywheel = FlywheelConfig.from_env(generation_mode="procedural", solver_max_turns=training.max_turns,
+                                       pool_capacity=cfg.static_pool_size)
+    home = out / "runs" / f"{arm}-s{seed}"
+    shutil.rmtree(home, ignore_errors=True)
+    home.mkdir(parents=True)
+    held = pools.heldout(names, cfg.heldout_per_difficulty, cfg.max_difficulty)
+    start = (pools.static_pool(names, cfg.static_pool_size, seed, cfg.max_difficulty) if arm == "static"
+             else pools.flywheel_start(names, cfg.start_per_family, seed))
+    pools.disjoint(start, held)
+    held_dirs = pools.write_instances(held, home / "heldout")
+    start_dirs = pools.write_instances(start, home / "start")
+    base = Settings.from_env()
+    engine = base.engine if base.engine in TRAINABLE else "torch"
+    env = {"AES_LEARNER_MODEL_PATH": str(policy), "AES_GENERATION_MODE": "procedural", "AES_ROUTE": ROUTE,
+           "AES_SOLVER_MAX_TURNS": str(training.max_turns), "AES_POOL_CAPACITY": str(cfg.static_pool_size),
+           "AES_ENGINE": engine}
+    result = RunResult(arm=arm, seed=seed)
+    began = time.monotonic()
+    with _environment(env):
+        settings = await asyncio.to_thread(
+            stack.up, dataclasses.replace(base, home=home, blob_url="", model_url="", engine=engine, route=ROUTE),
+            {}, True)
+        try:
+            await _drive(arm, cfg, settings, training, learner, flywheel, held, held_dirs, start_dirs, result, home,
+                         say)
+        finally:
+            await asyncio.to_thread(stack.down, home)
+    result.wall_s = time.monotonic() - began
+    return result
+
+
+async def _drive(arm, cfg, settings, training, learner, flywheel, held, held_dirs, start_dirs, result, home,
+                 say) -> None:
+    engine = engine_client(settings.engine, settings.model_url)
+    tally = LearnerTally()
+    async with await Bus.connect(settings, name="aes-experiment") as bus:
+        store = PoolStore(await bus.kv(BUCKET), flywheel.pool_capacity)
+        await seed_pool(bus, store, start_dirs)
+        difficulties = _Difficulties(store, bus.blobs, home / "pool-tasks")
+        quiet = lambda line: None  # noqa: E731 -- the waves' and rounds' own lines would drown the summary
+        async with _running(settings, _services(arm, training, learner)):
+            await _heldout_point(settings, held, held_dirs, 0, result, tally, cfg, training, say)
+            waves_done = 0
+
+            async def phase(round_: int, feed: BusFeed) -> None:
+                nonlocal waves_done
+                for _ in range(min(cfg.waves_per_round, cfg.waves - waves_done)):
+                    if (await store.index()).active:
+                        await train(bus, training, round_=round_, prefix=f"{arm}s{result.seed}w{waves_done}",
+                                    served_version=engine.version, out=quiet, tally=tally, feed=feed)
+                        result.training_rollouts += training.groups_per_wave * training.group_size
+                        line = f"{tally.updates} updates so far"
+                    else:  # reviews retired everything and nothing was admitted
+                        result.empty_waves += 1
+                        line = "the pool is empty, its rollouts go unspent"
+                    waves_done += 1
+                    say(f"  [{arm} s{result.seed}] wave {waves_done}/{cfg.waves}: {line}")
+                    if waves_done % cfg.eval_every == 0 or waves_done == cfg.waves:
+                        await _heldout_point(settings, held, held_dirs, waves_done, result, tally, cfg,
+                                             training, say)
+
+            rounds = -(-cfg.waves // cfg.waves_per_round)
+            if arm == "static":
+                async with BusFeed.open(bus) as feed:
+                    for r in range(1, rounds + 1):
+                        await phase(r, feed)
+            else:
+                async def pool_size() -> int:
+                    return len((await store.index()).active)
+
+                await run_rounds(bus, pool_size, rounds=rounds, fresh=flywheel.assignments_per_round, review=True,
+                                 round_timeout=cfg.round_timeout_s, out=quiet, after_round=phase)
+        await _account(bus, result, tally, difficulties)
+
+
+async def _account(bus, result: RunResult, tally: LearnerTally, difficulties: _Difficulties) -> None:
+    """What the bus recorded: groups and their spread, selection runs, pool changes."""
+    from aes_proto.messages import PoolEvent, ValidationResult
+
+    refs = [r for r in await bus.history(subjects.TRAJECTORIES, TrajectoryRef) if r.role == "solver"]
+    groups: dict[str, list[float]] = {}
+    for r in refs:
+        groups.setdefault(r.group_id, []).append(r.reward)
+    frac, ci, n = pools.signal_fraction(groups)
+    result.groups, result.signal_fraction, result.signal_ci95 = n, frac, list(ci)
+    result.signal_groups = round(frac * n)
+    result.updates = tally.updates
+    for s in await bus.history(subjects.ROLLOUT_SUMMARY, RolloutSummary):
+        if s.purpose != "training":
+            result.selection_rollouts[s.purpose] = result.selection_rollouts.get(s.purpose, 0) + 1
+    result.validations = len(await bus.history(subjects.RESULT_VALIDATION, ValidationResult))
+    events = await bus.history(subjects.POOL_EVENT, PoolEvent)
+    result.admitted = sum(e.kind == "admitted" for e in events if e.reason == "calibrated")
+    result.retired = sum(e.kind == "retired" for e in events)
+    by_wave: dict[str, list[int]] = {}
+    for r in refs:
+        inst = await difficulties.of(r.env_id)
+        if inst is not None:
+            by_wave.setdefault(r.group_id.split("-")[0], []).append(inst.params.difficulty)
+    result.trained_difficulty = [statistics.fmean(v) for _, v in sorted(by_wave.items(), key=lambda kv: _wave_no(kv[0]))]
+
+
+def _wave_no(prefix: str) -> int:
+    tail = prefix.rsplit("w", 1)[-1]
+    return int(tail) if tail.isdigit() else -1
+
+
+# -- the experiment ---------------------------------------------------------------------
+
+
+def summarize(runs: list[RunResult]) -> dict[str, dict]:
+    """Per arm: held-out mean reward and pass rate at each evaluation point over seeds (mean, 95%
+    t interval over seeds when there are 2+), signal-carrying groups pooled over seeds."""
+    from aes_lib.flywheel.status import wilson
+
+    arms: dict[str, dict] = {}
+    for arm in dict.fromkeys(r.arm for r in runs):
+        mine = [r for r in runs if r.arm == arm]
+        rows = []
+        for i, p in enumerate(mine[0].points):
+            at = [r.points[i] for r in mine if i < len(r.points)]
+            means = [q.mean_reward for q in at if q.mean_reward is not None]
+            passes = [q.pass_rate for q in at if q.pass_rate is not None]
+            rows.append({"wave": p.wave, "training_rollouts": p.training_rollouts,
+                         "updates": statistics.fmean(q.updates for q in at),
+                         "mean_reward": statistics.fmean(means) if means else None,
+                         "ci95": list(ci) if (ci := t_interval(means)) else None,
+                         "pass_rate": statistics.fmean(passes) if passes else None,
+                         "pass_ci95": list(ci) if (ci := t_interval(passes)) else None, "seeds": len(at)})
+        k, n = sum(r.signal_groups for r in mine), sum(r.groups for r in mine)
+        arms[arm] = {"points": rows, "signal_fraction": k / n if n else 0.0, "signal_ci95": list(wilson(k, n)),
+                     "groups": n, "updates": statistics.fmean(r.updates for r in mine),
+                     "selection_rollouts": sum(sum(r.selection_rollouts.values()) for r in mine) / len(mine),
+                     "wall_s": statistics.fmean(r.wall_s for r in mine)}
+    return arms
+
+
+def prepare_policy(cfg: ExperimentConfig, out: Path, say: Callable[[str], None]) -> Path:
+    """The starting policy's folder: the configured one, or the bootstrap written once under ``out``."""
+    if cfg.policy != "bootstrap":
+        folder = Path(cfg.policy)
+        if not (folder / "config.json").is_file():
+            raise ExperimentError(f"AES_EXPERIMENT_POLICY: {folder} is not a transformers model folder (no config.json)")
+        return folder
+    from aes_lib.learner.base_model import bundled_base_model
+    from aes_ops.bootstrap_policy import PolicySpec, bootstrap
+
+    dest = out / "policy"
+    if not (dest / "config.json").is_file():
+        say(f"bootstrapping the policy ({cfg.bootstrap_steps} supervised steps on the easiest instances)")
+        bootstrap(bundled_base_model(Settings.from_env().home), dest, cfg.family_names(),
+                  PolicySpec(steps=cfg.bootstrap_steps))
+    return dest
+
+
+async def run_experiment(cfg: ExperimentConfig, out: Path, say: Callable[[str], None] = print) -> dict:
+    """Every arm for every seed, one after another; writes ``out/pools_experiment.json`` and
+    ``out/pools_experiment.png`` and returns what the JSON holds."""
+    out.mkdir(parents=True, exist_ok=True)
+    began = time.monotonic()
+    policy = await asyncio.to_thread(prepare_policy, cfg, out, say)
+    runs: list[RunResult] = []
+    for seed in range(cfg.seeds):
+        for arm in cfg.arm_names():
+            say(f"== {arm}, seed {seed}")
+            runs.append(await run_arm(arm, seed, cfg, policy, out, say))
+            say(f"   done in {runs[-1].wall_s:.0f} s: {runs[-1].updates} updates, signal groups "
+                f"{runs[-1].signal_groups}/{runs[-1].groups}")
+    training = TrainingConfig.from_env()
+    report = {
+        "config": dataclasses.asdict(cfg),
+        "training": {"groups_per_wave": training.groups_per_wave, "group_size": training.group_size,
+                     "max_turns": training.max_turns, "max_tokens": training.max_tokens,
+                     "temperature": training.temperature},
+        "learner": {"lr": LearnerConfig.from_env().lr, "groups_per_batch": LearnerConfig.from_env().groups_per_batch},
+        "policy": str(policy),
+        "rollout_budget": cfg.waves * training.groups_per_wave * training.group_size,
+        "heldout": [pools.folder_name(i) for i in pools.heldout(cfg.family_names(), cfg.heldout_per_difficulty,
+                                                                  cfg.max_difficulty)],
+        "runs": [dataclasses.asdict(r) for r in runs],
+        "arms": summarize(runs),
+        "wall_s": time.monotonic() - began,
+    }
+    (out / "pools_experiment.json").write_text(json.dumps(report, indent=2))
+    plot(report, out / "pools_experiment.png")
+    return report
+
+
+def plot(report: dict, dest: Path) -> Path:
+    """Held-out mean reward per arm over training rollouts, with the intervals."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for arm, data in report["arms"].items():
+        pts = [p for p in data["points"] if p["mean_reward"] is not None]
+        x = [p["training_rollouts"] for p in pts]
+        y = [p["mean_reward"] for p in pts]
+        ax.plot(x, y, marker="o", label=f"{arm} (signal groups {data['signal_fraction']:.0%})")
+        lo = [p["ci95"][0] if p["ci95"] else p["mean_reward"] for p in pts]
+        hi = [p["ci95"][1] if p["ci95"] else p["mean_reward"] for p in pts]
+        ax.fill_between(x, lo, hi, alpha=0.2)
+    ax.set_xlabel("training rollouts")
+    ax.set_ylabel("held-out mean reward")
+    ax.set_ylim(0, 1)
+    ax.legend()
+    ax.set_title("static pool vs flywheel (95% interval over seeds)")
+    fig.tight_layout()
+    fig.savefig(dest, dpi=100)
+    plt.close(fig)
+    return dest
+
+
+def _ci(ci: list[float] | None) -> str:
+    return f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "n/a"
+
+
+def _num(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
+
+
+def markdown(report: dict, machine: str, date: str, command: str) -> str:
+    """``bench/results/pools_experiment.md``: setup, held-out reward per arm over the budget,
+    signal-carrying groups, what the flywheel spent choosing, wall time."""
+    cfg, tr = report["config"], report["training"]
+    lines = [
+        "# Pools experiment: static pool vs flywheel (issue 29, paper Table 3 in miniature)", "",
+        f"- date: {date}", f"- machine: {machine}", f"- command: `{command}`",
+        f"- seeds: {cfg['seeds']} (0..{cfg['seeds'] - 1}); arms: {cfg['arms']}",
+        f"- budget per run: {cfg['waves']} waves x {tr['groups_per_wave']} groups x {tr['group_size']} attempts = "
+        f"{report['rollout_budget']} training rollouts (max_turns {tr['max_turns']}, max_tokens {tr['max_tokens']}, "
+        f"temperature {tr['temperature']}); learner lr {report['learner']['lr']}, "
+        f"{report['learner']['groups_per_batch']} group(s) per update",
+        f"- families: {cfg['families']} up to difficulty {cfg['max_difficulty'] or 'max'}; held-out: "
+        f"{len(report['heldout'])} instances ({cfg['heldout_per_difficulty']} per difficulty), k = {cfg['eval_k']}, "
+        f"evaluated before training and every {cfg['eval_every']} waves",
+        f"- static pool: {cfg['static_pool_size']} instances; flywheel: starts from {cfg['start_per_family']} "
+        f"easiest instance(s) per family, a round (review + retirement + new assignments) every "
+        f"{cfg['waves_per_round']} waves",
+        f"- policy: {cfg['policy']}",
+        f"- total wall time: {report['wall_s']:.0f} s", "",
+        "## Held-out mean reward per arm over training rollouts", "",
+        "Mean over seeds; the interval is a 95% t interval over seeds (n/a with one seed). Pass rate: share "
+        "of held-out attempts with reward 1.", "",
+        "| arm | wave | training rollouts | updates (mean) | held-out mean reward | 95% CI | pass rate | 95% CI |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for arm, data in report["arms"].items():
+        for p in data["points"]:
+            lines.append(f"| {arm} | {p['wave']} | {p['training_rollouts']} | {p['updates']:.1f} | "
+                         f"{_num(p['mean_reward'])} | {_ci(p['ci95'])} | {_num(p['pass_rate'])} | {_ci(p['pass_ci95'])} |")
+    lines += ["", "## Groups that carry a learning signal (a reward spread), per arm", "",
+              "Training groups pooled over seeds; 95% Wilson interval. Selection rollouts: solver runs the flywheel "
+              "spent choosing environments (calibration, pool review), per run, on top of the training budget.", "",
+              "| arm | groups | with signal | share | 95% CI | updates per run | selection rollouts per run | "
+              "wall s per run |", "|---|---|---|---|---|---|---|---|"]
+    for arm, data in report["arms"].items():
+        k = round(data["signal_fraction"] * data["groups"])
+        lines.append(f"| {arm} | {data['groups']} | {k} | {data['signal_fraction']:.3f} | {_ci(data['signal_ci95'])} | "
+                     f"{data['updates']:.1f} | {data['selection_rollouts']:.0f} | {data['wall_s']:.0f} |")
+    lines += ["", "## Per run", "",
+              "| arm | seed | held-out reward at each point | updates | signal groups | mean difficulty trained per wave | "
+              "admitted / retired | empty waves | wall s |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in report["runs"]:
+        pts = " -> ".join(_num(p["mean_reward"]) for p in r["points"])
+        diff = " ".join(f"{d:.1f}" for d in r["trained_difficulty"]) or "-"
+        lines.append(f"| {r['arm']} | {r['seed']} | {pts} | {r['updates']} | {r['signal_groups']}/{r['groups']} | "
+                     f"{diff} | {r['admitted']} / {r['retired']} | {r['empty_waves']} | {r['wall_s']:.0f} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,65 @@
+"""``aes experiment pools`` end to end on a tiny budget: both arms through the real services
+(nats-server, the torch engine, Docker rollouts, the learner, the weight sync; the flywheel's
+procedural proposer, validator, calibrator, pool and review), and the JSON it writes."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from aes_cli.main import main
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(2400)]
+
+
+def test_tiny_experiment_writes_both_arms(tiny_model, tmp_path, monkeypatch, capsys):
+    """One seed, two waves of 2 groups x 2 attempts, one held-out instance per difficulty 1-2 of
+    one family. The starting policy is the random tiny model (no training to wait for): it scores
+    0, so the band is widened to [0, 1] to keep the flywheel's pool from being retired empty."""
+    for key, value in {
+        "AES_HOME": tmp_path / "home", "AES_EXPERIMENT_POLICY": tiny_model, "AES_EXPERIMENT_FAMILIES": "echo-words",
+        "AES_EXPERIMENT_MAX_DIFFICULTY": 2, "AES_EXPERIMENT_SEEDS": 1, "AES_EXPERIMENT_WAVES": 2,
+        "AES_EXPERIMENT_WAVES_PER_ROUND": 2, "AES_EXPERIMENT_EVAL_EVERY": 2, "AES_EXPERIMENT_HELDOUT_PER_DIFFICULTY": 1,
+        "AES_EXPERIMENT_STATIC_POOL_SIZE": 2, "AES_EXPERIMENT_START_PER_FAMILY": 1, "AES_ASSIGNMENTS_PER_ROUND": 1,
+        "AES_TRAINING_GROUPS_PER_WAVE": 2, "AES_TRAINING_GROUP_SIZE": 2, "AES_TRAINING_MAX_TURNS": 1,
+        "AES_TRAINING_MAX_TOKENS": 32, "AES_LEARNER_GROUPS_PER_BATCH": 1,
+        "AES_BAND_LOW": 0.0, "AES_BAND_HIGH": 1.0, "AES_MAX_REVISIONS": 0,
+    }.items():
+        monkeypatch.setenv(key, str(value))
+    for var in ("AES_MODEL_URL", "AES_NATS_URL", "AES_NATS_USER", "AES_NATS_PASSWORD", "AES_BLOB_URL"):
+        monkeypatch.delenv(var, raising=False)
+    out = tmp_path / "out"
+    assert main(["experiment", "pools", "--out", str(out), "--progress", "plain"]) == 0
+    printed = capsys.readouterr().out
+    assert "groups with a learning signal" in printed
+
+    report = json.loads((out / "pools_experiment.json").read_text())
+    assert (out / "pools_experiment.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert report["rollout_budget"] == 2 * 2 * 2
+    assert report["heldout"] == ["echo-words-d1-s1099511627776", "echo-words-d2-s1099511627776"]
+    assert sorted(report["arms"]) == ["flywheel", "static"]
+    runs = {r["arm"]: r for r in report["runs"]}
+    for arm, data in report["arms"].items():
+        run = runs[arm]
+        # an evaluation before training and one after the second wave, on the same budget
+        assert [p["wave"] for p in data["points"]] == [0, 2]
+        assert [p["training_rollouts"] for p in data["points"]] == [0, 8]
+        assert run["training_rollouts"] == 8 and run["groups"] == 4  # every training group reached the learner
+        for p in run["points"]:
+            assert p["failed_tasks"] == 0 and 0.0 <= p["mean_reward"] <= 1.0
+            lo, hi = p["ci95"]  # 2 held-out tasks: an interval over tasks
+            assert 0.0 <= lo <= p["mean_reward"] <= hi <= 1.0
+            assert set(p["by_difficulty"]) == {"echo-words/d1", "echo-words/d2"}
+        assert data["points"][1]["updates"] == run["updates"] == run["signal_groups"]  # one group a batch
+        lo, hi = data["signal_ci95"]
+        assert 0.0 <= lo <= data["signal_fraction"] <= hi <= 1.0
+        assert data["signal_fraction"] == pytest.approx(run["signal_groups"] / run["groups"])
+        assert all(math.isfinite(d) and d >= 1 for d in run["trained_difficulty"])
+        assert data["points"][0]["ci95"] is None  # one seed: no interval over seeds
+    # only the flywheel chose environments: it validated and calibrated the proposer's instances
+    # and reviewed its pool; the static pool spent nothing on choosing
+    assert runs["static"]["selection_rollouts"] == {} and runs["static"]["validations"] == 0
+    assert runs["flywheel"]["validations"] >= 1
+    assert runs["flywheel"]["selection_rollouts"].get("pool_review", 0) >= 4  # the start pool rerun
