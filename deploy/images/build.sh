@@ -47,8 +47,10 @@ echo "images: $AES_NATS_IMAGE $AES_S3_IMAGE"
 # The service image takes its wheels over HTTP from this host (deploy/service.Dockerfile), at a
 # fixed port so that its dependency layer stays cached.
 PORT=${AES_WHEELHOUSE_PORT:-38765}
-"$PY" -c "import socket, sys; socket.create_server(('127.0.0.1', $PORT)).close()" 2>/dev/null \
-  || { echo "images: port $PORT is taken: set AES_WHEELHOUSE_PORT to a free one" >&2; exit 1; }
+if ! "$PY" -c "import socket; socket.create_server(('127.0.0.1', $PORT)).close()" 2>/dev/null; then
+  PORT=$("$PY" -c "from aes_ops.localinfra import free_ports; print(free_ports(1)[0])")
+  echo "images: the wheelhouse port is taken; serving on $PORT (the dependency layer rebuilds)" >&2
+fi
 "$PY" -m http.server "$PORT" --bind 127.0.0.1 --directory "$WH" >/dev/null 2>&1 &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null; rm -rf "$CTX"' EXIT
