@@ -89,3 +89,16 @@ def test_installed_wheel_validates_a_bundled_seed_from_anywhere(wheel: Path, tmp
     out = run(venv / "bin" / "aes", "validate", "-j", "2", *(seeds / s for s in SEEDS), cwd=work).stdout
     rows = [line.split() for line in out.splitlines() if line.startswith("aes-seeds/")]
     assert [(r[0], r[1]) for r in rows] == [(f"aes-seeds/{s}", "pass") for s in SEEDS], out
+
+
+def test_every_code_package_is_listed_for_the_wheel() -> None:
+    """A package missing from pyproject's list is left out of the wheel and of the service
+    image (aes_lib.families once was: `aes` failed to start in the compose stack)."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    data = {"template", "seeds", "image", "verifier_template", "tests"}  # task files shipped as data
+    found = {".".join(p.parent.relative_to(ROOT / top).parts)
+             for top in ("proto", "libs", "services", "kernels") for p in (ROOT / top).rglob("__init__.py")
+             if not data & set(p.parent.relative_to(ROOT / top).parts)}
+    assert found - listed == set(), "add these to [tool.setuptools] packages"
