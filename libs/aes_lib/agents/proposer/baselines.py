@@ -52,7 +52,8 @@ class BaselineLimits:
 
 
 def _example() -> str:
-    files = {str(p.relative_to(TEMPLATE)): p.read_text() for p in sorted(TEMPLATE.rglob("*")) if p.is_file()}
+    files = {str(p.relative_to(TEMPLATE)): p.read_text() for p in sorted(TEMPLATE.rglob("*"))
+             if p.is_file() and "__pycache__" not in p.parts}  # bytecode a local compileall left
     return format_files(files)
 
 
