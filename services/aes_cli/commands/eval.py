@@ -18,14 +18,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import io
 from pathlib import Path
 
-from rich.console import Console
-from rich.table import Table
-
 from aes_cli.errors import CommandError, Exit
-from aes_cli.output import Progress, print_json
+from aes_cli.output import Progress, print_json, table
 from aes_lib.agents.loop import LoopLimits
 from aes_lib.config import Settings
 from aes_ops.evaluate import DatasetError, EngineError, EvalOptions, evaluate, task_folders
@@ -35,14 +31,10 @@ from aes_ops.evaluate import DatasetError, EngineError, EvalOptions, evaluate, t
 
 
 def _table(report: dict) -> str:
-    """Per-task rows (task, k rewards, mean) as a borderless rich table."""
-    table = Table("TASK", "REWARDS", "MEAN", box=None, pad_edge=False, header_style=None)
-    for t in report["tasks"]:
-        table.add_row(t["name"], " ".join(f"{r:.2f}" for r in t["rewards"]) or "-",
-                      "FAIL" if t["error"] else f"{t['mean']:.3f}")
-    buf = io.StringIO()
-    Console(file=buf, width=1000, color_system=None).print(table)
-    return "\n".join(line.rstrip() for line in buf.getvalue().splitlines())
+    """Per-task rows: task, k rewards, mean."""
+    return table(("TASK", "REWARDS", "MEAN"),
+                 ((t["name"], " ".join(f"{r:.2f}" for r in t["rewards"]) or "-",
+                   "FAIL" if t["error"] else f"{t['mean']:.3f}") for t in report["tasks"]))
 
 
 def render(report: dict) -> str:
