@@ -186,8 +186,9 @@ def allowlist_network(client: docker.DockerClient, hosts: tuple[str, ...]) -> st
 
 
 def network_for(client: docker.DockerClient, limits: Limits) -> str:
-    """The network a sandbox (or build) with ``limits.network`` joins: the allow-list network of
-    its ``allowed_hosts``, else the egress network."""
+    """The network a sandbox with ``limits.network`` joins: the allow-list network of its
+    ``allowed_hosts``, else the egress network. (Builds keep the egress network, as Harbor
+    builds with the public one: the allow-list is the agent's.)"""
     if limits.allowed_hosts is not None:
         return allowlist_network(client, limits.allowed_hosts)
     return egress_network(client)
