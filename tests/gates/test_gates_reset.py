@@ -4,6 +4,7 @@ must pass on the rebuild (real Docker)."""
 from __future__ import annotations
 
 import io
+import os
 import tarfile
 
 import docker
@@ -13,6 +14,7 @@ from gate_tasks import write_task
 from aes_lib.bundle import Task
 from aes_lib.domains.kinds import DomainKinds
 from aes_lib.sandbox import ImageCache
+from aes_lib.sandbox.container import OWNER_PID_LABEL
 from aes_lib.sandbox.reset import check_reset, manifest_of_tar, task_roots
 
 DETERMINISTIC = """FROM aes-base:latest
@@ -42,7 +44,9 @@ def _task(tmp_path, name, dockerfile, instruction="Sum the numbers in input.csv.
 
 
 def _images(client) -> set[str]:
-    return {i.id for i in client.images.list(filters={"label": "aes.reset"})}
+    """This process's reset-gate builds: the other pytest worker may be building its own."""
+    owner = f"{OWNER_PID_LABEL}={os.getpid()}"
+    return {i.id for i in client.images.list(filters={"label": ["aes.reset", owner]})}
 
 
 @pytest.mark.docker

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import subprocess
 import sys
 import threading
@@ -141,7 +142,10 @@ async def test_container_is_removed_even_when_the_block_raises(docker_client, te
     assert not docker_client.containers.list(all=True, filters={"id": cid})
 
 
-def test_reaper_removes_containers_of_dead_owners_only(docker_client, test_label) -> None:
+def test_reaper_removes_containers_of_dead_owners_only(docker_client, test_label, monkeypatch) -> None:
+    # A host name of our own: a reaper on the other pytest worker leaves the orphan to ours.
+    host = f"test-{uuid.uuid4().hex[:8]}"
+    monkeypatch.setattr(socket, "gethostname", lambda: host)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     orphan = docker_client.containers.run(

@@ -26,6 +26,8 @@ def test_tiny_experiment_writes_both_arms(tiny_model, tmp_path, monkeypatch, cap
         "AES_TRAINING_GROUPS_PER_WAVE": 2, "AES_TRAINING_GROUP_SIZE": 2, "AES_TRAINING_MAX_TURNS": 1,
         "AES_TRAINING_MAX_TOKENS": 32, "AES_LEARNER_GROUPS_PER_BATCH": 1,
         "AES_BAND_LOW": 0.0, "AES_BAND_HIGH": 1.0, "AES_MAX_REVISIONS": 0,
+        # the flywheel's own rollouts (calibration, pool review) as short as the training ones
+        "AES_SOLVER_MAX_TURNS": 1, "AES_PROPOSALS_PER_ASSIGNMENT": 1,
     }.items():
         monkeypatch.setenv(key, str(value))
     for var in ("AES_MODEL_URL", "AES_NATS_URL", "AES_NATS_USER", "AES_NATS_PASSWORD", "AES_BLOB_URL"):
