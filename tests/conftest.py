@@ -51,7 +51,10 @@ STARTUP_TIMEOUT = 60.0
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """``make test`` runs the suite on two pytest-xdist workers (``--dist loadgroup``): tests that
     share one costly session server run on one worker, so it starts once. The rest go wherever
-    a worker is free."""
+    a worker is free, minutes-long ones first: xdist hands out tests in this order and queues a
+    few ahead on each worker, so a slow test left for the end keeps one worker busy while the
+    other idles."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: otherwise as collected
     for item in items:
         params = getattr(item, "callspec", None) and item.callspec.params
         if item.get_closest_marker("vllm"):

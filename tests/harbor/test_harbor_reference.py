@@ -94,6 +94,7 @@ def _dataset(names, dest: Path) -> Path:
     return dest
 
 
+@pytest.mark.slow  # Harbor builds and runs every fixture twice
 def test_harbor_agrees_on_the_fixture_tasks(harbor, tmp_path) -> None:
     both = [n for n in VALID if n not in HARBOR_READS_ONLY_YAML + HARBOR_NEEDS_A_REGISTRY]
     dataset = _dataset(both, tmp_path / "dataset")
@@ -120,6 +121,7 @@ for ref in manifest.tasks:
 """
 
 
+@pytest.mark.slow  # Harbor builds and runs every seed
 async def test_pool_export_is_a_harbor_dataset_its_oracle_solves(harbor, bus, tmp_path) -> None:
     store = PoolStore(await bus.kv(BUCKET))
     await seed_pool(bus, store, seed_dirs())
