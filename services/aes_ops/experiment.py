@@ -41,7 +41,7 @@ from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
 from aes_lib.flywheel.training import TrainingConfig
 from aes_lib.learner import LearnerConfig
 from aes_lib.models.weights import TRAINABLE, engine_client
-from aes_ops import pools, stack
+from aes_ops import experiment_report, pools, stack
 from aes_ops.evaluate import EvalOptions, evaluate
 from aes_ops.evaluation import t_interval
 from aes_ops.rounds import BusFeed, run_rounds
@@ -363,8 +363,8 @@ def prepare_policy(cfg: ExperimentConfig, out: Path, say: Callable[[str], None])
 
 
 async def run_experiment(cfg: ExperimentConfig, out: Path, say: Callable[[str], None] = print) -> dict:
-    """Every arm for every seed, one after another; writes ``out/pools_experiment.json`` and
-    ``out/pools_experiment.png`` and returns what the JSON holds."""
+    """Every arm for every seed, one after another; writes ``out/pools_experiment.json``, its plot
+    and its HTML page (``experiment_report.write``) and returns what the JSON holds."""
     out.mkdir(parents=True, exist_ok=True)
     began = time.monotonic()
     policy = await asyncio.to_thread(prepare_policy, cfg, out, say)
@@ -391,90 +391,5 @@ async def run_experiment(cfg: ExperimentConfig, out: Path, say: Callable[[str], 
         "wall_s": time.monotonic() - began,
     }
     (out / "pools_experiment.json").write_text(json.dumps(report, indent=2))
-    plot(report, out / "pools_experiment.png")
+    experiment_report.write(report, out)
     return report
-
-
-def plot(report: dict, dest: Path) -> Path:
-    """Held-out mean reward per arm over training rollouts, with the intervals."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for arm, data in report["arms"].items():
-        pts = [p for p in data["points"] if p["mean_reward"] is not None]
-        x = [p["training_rollouts"] for p in pts]
-        y = [p["mean_reward"] for p in pts]
-        ax.plot(x, y, marker="o", label=f"{arm} (signal groups {data['signal_fraction']:.0%})")
-        lo = [p["ci95"][0] if p["ci95"] else p["mean_reward"] for p in pts]
-        hi = [p["ci95"][1] if p["ci95"] else p["mean_reward"] for p in pts]
-        ax.fill_between(x, lo, hi, alpha=0.2)
-    ax.set_xlabel("training rollouts")
-    ax.set_ylabel("held-out mean reward")
-    ax.set_ylim(0, 1)
-    ax.legend()
-    ax.set_title("static pool vs flywheel (95% interval over seeds)")
-    fig.tight_layout()
-    fig.savefig(dest, dpi=100)
-    plt.close(fig)
-    return dest
-
-
-def _ci(ci: list[float] | None) -> str:
-    return f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "n/a"
-
-
-def _num(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.3f}"
-
-
-def markdown(report: dict, machine: str, date: str, command: str) -> str:
-    """``bench/results/pools_experiment.md``: setup, held-out reward per arm over the budget,
-    signal-carrying groups, what the flywheel spent choosing, wall time."""
-    cfg, tr = report["config"], report["training"]
-    lines = [
-        "# Pools experiment: static pool vs flywheel (issue 29, paper Table 3 in miniature)", "",
-        f"- date: {date}", f"- machine: {machine}", f"- command: `{command}`",
-        f"- seeds: {cfg['seeds']} (0..{cfg['seeds'] - 1}); arms: {cfg['arms']}",
-        f"- budget per run: {cfg['waves']} waves x {tr['groups_per_wave']} groups x {tr['group_size']} attempts = "
-        f"{report['rollout_budget']} training rollouts (max_turns {tr['max_turns']}, max_tokens {tr['max_tokens']}, "
-        f"temperature {tr['temperature']}); learner lr {report['learner']['lr']}, "
-        f"{report['learner']['groups_per_batch']} group(s) per update",
-        f"- families: {cfg['families']} up to difficulty {cfg['max_difficulty'] or 'max'}; held-out: "
-        f"{len(report['heldout'])} instances ({cfg['heldout_per_difficulty']} per difficulty), k = {cfg['eval_k']}, "
-        f"evaluated before training and every {cfg['eval_every']} waves",
-        f"- static pool: {cfg['static_pool_size']} instances; flywheel: starts from {cfg['start_per_family']} "
-        f"easiest instance(s) per family, a round (review + retirement + new assignments) every "
-        f"{cfg['waves_per_round']} waves",
-        f"- policy: {cfg['policy']}",
-        f"- total wall time: {report['wall_s']:.0f} s", "",
-        "## Held-out mean reward per arm over training rollouts", "",
-        "Mean over seeds; the interval is a 95% t interval over seeds (n/a with one seed). Pass rate: share "
-        "of held-out attempts with reward 1.", "",
-        "| arm | wave | training rollouts | updates (mean) | held-out mean reward | 95% CI | pass rate | 95% CI |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for arm, data in report["arms"].items():
-        for p in data["points"]:
-            lines.append(f"| {arm} | {p['wave']} | {p['training_rollouts']} | {p['updates']:.1f} | "
-                         f"{_num(p['mean_reward'])} | {_ci(p['ci95'])} | {_num(p['pass_rate'])} | {_ci(p['pass_ci95'])} |")
-    lines += ["", "## Groups that carry a learning signal (a reward spread), per arm", "",
-              "Training groups pooled over seeds; 95% Wilson interval. Selection rollouts: solver runs the flywheel "
-              "spent choosing environments (calibration, pool review), per run, on top of the training budget.", "",
-              "| arm | groups | with signal | share | 95% CI | updates per run | selection rollouts per run | "
-              "wall s per run |", "|---|---|---|---|---|---|---|---|"]
-    for arm, data in report["arms"].items():
-        k = round(data["signal_fraction"] * data["groups"])
-        lines.append(f"| {arm} | {data['groups']} | {k} | {data['signal_fraction']:.3f} | {_ci(data['signal_ci95'])} | "
-                     f"{data['updates']:.1f} | {data['selection_rollouts']:.0f} | {data['wall_s']:.0f} |")
-    lines += ["", "## Per run", "",
-              "| arm | seed | held-out reward at each point | updates | signal groups | mean difficulty trained per wave | "
-              "admitted / retired | empty waves | wall s |", "|---|---|---|---|---|---|---|---|---|"]
-    for r in report["runs"]:
-        pts = " -> ".join(_num(p["mean_reward"]) for p in r["points"])
-        diff = " ".join(f"{d:.1f}" for d in r["trained_difficulty"]) or "-"
-        lines.append(f"| {r['arm']} | {r['seed']} | {pts} | {r['updates']} | {r['signal_groups']}/{r['groups']} | "
-                     f"{diff} | {r['admitted']} / {r['retired']} | {r['empty_waves']} | {r['wall_s']:.0f} |")
-    return "\n".join(lines) + "\n"

@@ -8,12 +8,9 @@ with a table of updates per role and weight syncs.
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import datetime
 import html
-import functools
-import io
 import statistics
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -26,30 +23,12 @@ from aes_lib.config import Settings
 from aes_lib.flywheel.config import FlywheelConfig
 from aes_lib.flywheel.status import Status, render
 from aes_ops.connect import with_bus
+from aes_ops.figures import img, page, png, pyplot
 from aes_ops.readout import Snapshot, skipped, snapshot, unique
 
 
-@functools.cache
-def _pyplot():
-    """pyplot on the Agg backend, imported on the first plot: every ``aes`` command imports this
-    module, and matplotlib costs a second (more in a fresh container, which builds its font cache)."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # no display; must precede pyplot
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _png(fig) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
-    _pyplot().close(fig)
-    return base64.b64encode(buf.getvalue()).decode()
-
-
 def reward_plot(rollouts: Sequence[RolloutSummary]) -> str:
-    fig, ax = _pyplot().subplots(figsize=(6, 3.2))
+    fig, ax = pyplot().subplots(figsize=(6, 3.2))
     by_purpose: dict[str, list[float]] = {}
     for r in rollouts:
         by_purpose.setdefault(r.purpose, []).append(r.reward)
@@ -59,11 +38,11 @@ def reward_plot(rollouts: Sequence[RolloutSummary]) -> str:
     ax.set(xlabel="solver reward", ylabel="rollouts", title="Solver reward distribution")
     if by_purpose:
         ax.legend()
-    return _png(fig)
+    return png(fig)
 
 
 def band_plot(results: Sequence[CalibrationResult], band: tuple[float, float]) -> str:
-    fig, ax = _pyplot().subplots(figsize=(6, 3.2))
+    fig, ax = pyplot().subplots(figsize=(6, 3.2))
     calibrated = [r for r in results if r.decision != "rejected"]
     ax.axvspan(*band, color="tab:green", alpha=0.15, label="admission band")
     for decision in ("admitted", "too_hard", "too_easy", "no_spread"):
@@ -72,11 +51,11 @@ def band_plot(results: Sequence[CalibrationResult], band: tuple[float, float]) -
             ax.hist(means, bins=[i / 20 for i in range(21)], alpha=0.7, label=f"{decision} ({len(means)})")
     ax.set(xlabel="mean solver reward at calibration", ylabel="candidates", title="Band occupancy", xlim=(0, 1))
     ax.legend()
-    return _png(fig)
+    return png(fig)
 
 
 def rounds_plot(status: Status) -> str:
-    fig, ax = _pyplot().subplots(figsize=(6, 3.2))
+    fig, ax = pyplot().subplots(figsize=(6, 3.2))
     rounds = list(status.rounds)
     ax.plot(rounds, [t.valid_rate for t in status.rounds.values()], marker="o", label="valid rate")
     ax.plot(rounds, [t.admitted / t.candidates if t.candidates else 0 for t in status.rounds.values()],
@@ -85,7 +64,7 @@ def rounds_plot(status: Status) -> str:
     if rounds:
         ax.set_xticks(rounds)
     ax.legend()
-    return _png(fig)
+    return png(fig)
 
 
 _MARKERS = {"solver": "o", "proposer": "s", "": "."}
@@ -116,7 +95,7 @@ def _curves(ax, stats: Sequence[LearnerStats], value: Callable[[LearnerStats], f
 
 
 def learner_plot(stats: Sequence[LearnerStats]) -> str:
-    fig, axes = _pyplot().subplots(2, 3, figsize=(10, 5.5))
+    fig, axes = pyplot().subplots(2, 3, figsize=(10, 5.5))
     panels = [
         ("loss", lambda s: s.loss, False),
         ("mean reward", lambda s: s.mean_reward, True),
@@ -128,11 +107,7 @@ def learner_plot(stats: Sequence[LearnerStats]) -> str:
         _curves(ax, stats, value, title, by_role)
     fig.delaxes(axes.flat[-1])
     fig.tight_layout()
-    return _png(fig)
-
-
-def _img(title: str, png: str) -> str:
-    return f'<img alt="{html.escape(title)}" src="data:image/png;base64,{png}">'
+    return png(fig)
 
 
 def learner_section(stats: Sequence[LearnerStats], serving: Sequence[ServingUpdate]) -> str:
@@ -145,7 +120,7 @@ def learner_section(stats: Sequence[LearnerStats], serving: Sequence[ServingUpda
             ("latest policy version served", ", ".join(f"{p} v{v}" for p, v in sorted(latest.items())) or "none"),
             ("mean weight-sync seconds", f"{statistics.fmean(u.seconds for u in serving):.2f}" if serving else "none")]
     table = "".join(f"<tr><td>{k}</td><td>{html.escape(str(v))}</td></tr>" for k, v in rows)
-    body = (_img("Learner curves", learner_plot(stats)) if stats else
+    body = (img("Learner curves", learner_plot(stats)) if stats else
             "<p>No learner update has run yet: the learner trains on full groups of rollouts, "
             "and groups fill only from training rollouts.</p>")
     return f"<h2>Learner</h2>{body}<table>{table}</table>"
@@ -167,16 +142,12 @@ def build(status: Status, results: Sequence[CalibrationResult], rollouts: Sequen
         f"<td>{100 * t.valid_rate:.1f}%</td><td>{_rounds(t.rounds_per_admitted)}</td></tr>"
         for k, t in status.rounds.items()
     )
-    figures = "".join(f"<h2>{html.escape(t)}</h2>{_img(t, b)}" for t, b in plots)
-    return (
-        "<!doctype html><html><head><meta charset='utf-8'><title>AutoEnvScaling report</title>"
-        "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto}td,th{padding:.2em .8em}</style>"
-        f"</head><body><h1>AutoEnvScaling report</h1><p>Generated {now}.</p>"
-        f"<pre>{html.escape(render(status, pool_size, pool_by_category))}</pre>"
+    figures = "".join(f"<h2>{html.escape(t)}</h2>{img(t, b)}" for t, b in plots)
+    return page("AutoEnvScaling report", (
+        f"<p>Generated {now}.</p><pre>{html.escape(render(status, pool_size, pool_by_category))}</pre>"
         "<h2>Per round</h2><table><tr><th>round</th><th>candidates</th><th>valid</th><th>admitted</th><th>valid rate</th>"
         "<th>rounds per accepted task</th></tr>"
-        f"{rows}</table>{figures}{learner_section(learner, serving)}</body></html>"
-    )
+        f"{rows}</table>{figures}{learner_section(learner, serving)}"))
 
 
 async def write(bus, config: FlywheelConfig, out: Path, snap: Snapshot | None = None) -> dict[str, int]:

@@ -39,6 +39,8 @@ def test_tiny_experiment_writes_both_arms(tiny_model, tmp_path, monkeypatch, cap
 
     report = json.loads((out / "pools_experiment.json").read_text())
     assert (out / "pools_experiment.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "data:image/png;base64," in (page := (out / "pools_experiment.html").read_text())
+    assert "<td>flywheel</td>" in page and "<td>static</td>" in page
     assert report["rollout_budget"] == 2 * 2 * 2
     assert report["heldout"] == ["echo-words-d1-s1099511627776", "echo-words-d2-s1099511627776"]
     assert sorted(report["arms"]) == ["flywheel", "static"]

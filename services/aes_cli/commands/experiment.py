@@ -2,7 +2,8 @@
 
 The experiment's shape is the ``[experiment]`` section (``AES_EXPERIMENT_*``; ``aes config show``
 lists it), the solver, learner and waves the run's own sections; ``aes_ops.experiment`` runs it.
-Writes ``OUT/pools_experiment.json`` and ``OUT/pools_experiment.png`` and prints a table per arm.
+Writes ``OUT/pools_experiment.json``, ``.html`` (the page) and ``.png`` (its plot) and prints the
+held-out evaluation and each arm's learning signal.
 """
 
 from __future__ import annotations
@@ -12,32 +13,22 @@ import asyncio
 import sys
 from pathlib import Path
 
-from rich.console import Console
-from rich.table import Table
-
 from aes_cli.errors import CommandError
-from aes_cli.output import print_json
+from aes_cli.output import print_json, table
 from aes_lib.flywheel.experiment import ExperimentConfig
+from aes_ops.experiment_report import interval, markdown, number
 
 
 def _say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def _interval(ci: list[float] | None) -> str:
-    return f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "n/a"
-
-
-def table(report: dict) -> Table:
-    t = Table("ARM", "WAVE", "ROLLOUTS", "UPDATES", "HELD-OUT REWARD", "95% CI (seeds)", "PASS RATE",
-              title="held-out evaluation")
-    for arm, data in report["arms"].items():
-        for p in data["points"]:
-            reward = "n/a" if p["mean_reward"] is None else f"{p['mean_reward']:.3f}"
-            passes = "n/a" if p["pass_rate"] is None else f"{p['pass_rate']:.3f}"
-            t.add_row(arm, str(p["wave"]), str(p["training_rollouts"]), f"{p['updates']:.1f}", reward,
-                      _interval(p["ci95"]), passes)
-    return t
+def _points(report: dict) -> str:
+    """Held-out evaluation: one row per arm and evaluation point."""
+    header = ("ARM", "WAVE", "ROLLOUTS", "UPDATES", "HELD-OUT REWARD", "95% CI (seeds)", "PASS RATE")
+    return table(header, ((arm, str(p["wave"]), str(p["training_rollouts"]), f"{p['updates']:.1f}",
+                           number(p["mean_reward"]), interval(p["ci95"]), number(p["pass_rate"]))
+                          for arm, data in report["arms"].items() for p in data["points"]))
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -50,17 +41,17 @@ def _run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(report)
         return 0
-    console = Console()
-    console.print(table(report))
+    print(_points(report))
     for arm, data in report["arms"].items():
-        console.print(f"{arm}: groups with a learning signal {data['signal_fraction']:.1%} "
-                      f"(95% CI {_interval(data['signal_ci95'])}, {data['groups']} groups); "
-                      f"{data['updates']:.1f} updates; {data['selection_rollouts']:.0f} selection rollouts; "
-                      f"{data['wall_s']:.0f} s per run")
-    console.print(f"results: {args.out / 'pools_experiment.json'}, plot {args.out / 'pools_experiment.png'}")
+        print(f"{arm}: groups with a learning signal {data['signal_fraction']:.1%} "
+              f"(95% CI {interval(data['signal_ci95'])}, {data['groups']} groups); "
+              f"{data['updates']:.1f} updates; {data['selection_rollouts']:.0f} selection rollouts; "
+              f"{data['wall_s']:.0f} s per run")
+    print(f"results: {args.out / 'pools_experiment.json'}, page {args.out / 'pools_experiment.html'}, "
+          f"plot {args.out / 'pools_experiment.png'}")
     if args.markdown:
         _write_markdown(report, args.markdown)
-        console.print(f"summary: {args.markdown}")
+        print(f"summary: {args.markdown}")
     return 0
 
 
@@ -69,7 +60,6 @@ def _write_markdown(report: dict, dest: Path) -> None:
     import platform
     import time
 
-    from aes_ops.experiment import markdown
 
     machine = (f"{os.cpu_count()} cores ({platform.processor() or platform.machine()}), Python "
                f"{platform.python_version()}, load average at end {os.getloadavg()[0]:.1f} (shared machine)")

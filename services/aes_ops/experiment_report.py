@@ -1,0 +1,130 @@
+"""What ``aes experiment pools`` shows of its report (the dict ``run_experiment`` returns and
+writes as JSON): the plot, an HTML page and the markdown summary kept in ``bench/results``.
+The page and the summary render the same setup lines and tables."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from aes_ops.figures import img, page, png, pyplot
+
+PLOT_TITLE = "Held-out mean reward per arm over training rollouts"
+
+
+@dataclass(frozen=True)
+class Section:
+    title: str
+    intro: str
+    header: tuple[str, ...]
+    rows: list[tuple[str, ...]]
+
+
+def interval(ci: Sequence[float] | None) -> str:
+    return f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "n/a"
+
+
+def number(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
+
+
+def setup(report: dict) -> list[str]:
+    """The run's shape, one line each (markdown inline code allowed)."""
+    cfg, tr = report["config"], report["training"]
+    return [
+        f"seeds: {cfg['seeds']} (0..{cfg['seeds'] - 1}); arms: {cfg['arms']}",
+        f"budget per run: {cfg['waves']} waves x {tr['groups_per_wave']} groups x {tr['group_size']} attempts = "
+        f"{report['rollout_budget']} training rollouts (max_turns {tr['max_turns']}, max_tokens {tr['max_tokens']}, "
+        f"temperature {tr['temperature']}); learner lr {report['learner']['lr']}, "
+        f"{report['learner']['groups_per_batch']} group(s) per update",
+        f"families: {cfg['families']} up to difficulty {cfg['max_difficulty'] or 'max'}; held-out: "
+        f"{len(report['heldout'])} instances ({cfg['heldout_per_difficulty']} per difficulty), k = {cfg['eval_k']}, "
+        f"evaluated before training and every {cfg['eval_every']} waves",
+        f"static pool: {cfg['static_pool_size']} instances; flywheel: starts from {cfg['start_per_family']} "
+        f"easiest instance(s) per family, a round (review + retirement + new assignments) every "
+        f"{cfg['waves_per_round']} waves",
+        f"policy: {cfg['policy']}",
+        f"total wall time: {report['wall_s']:.0f} s",
+    ]
+
+
+def sections(report: dict) -> list[Section]:
+    """Held-out reward over the budget per arm, the groups that carry a signal, every run."""
+    heldout = [(arm, str(p["wave"]), str(p["training_rollouts"]), f"{p['updates']:.1f}", number(p["mean_reward"]),
+                interval(p["ci95"]), number(p["pass_rate"]), interval(p["pass_ci95"]))
+               for arm, data in report["arms"].items() for p in data["points"]]
+    signal = [(arm, str(data["groups"]), str(round(data["signal_fraction"] * data["groups"])),
+               f"{data['signal_fraction']:.3f}", interval(data["signal_ci95"]), f"{data['updates']:.1f}",
+               f"{data['selection_rollouts']:.0f}", f"{data['wall_s']:.0f}") for arm, data in report["arms"].items()]
+    runs = [(r["arm"], str(r["seed"]), " -> ".join(number(p["mean_reward"]) for p in r["points"]), str(r["updates"]),
+             f"{r['signal_groups']}/{r['groups']}", " ".join(f"{d:.1f}" for d in r["trained_difficulty"]) or "-",
+             f"{r['admitted']} / {r['retired']}", str(r["empty_waves"]), f"{r['wall_s']:.0f}") for r in report["runs"]]
+    return [
+        Section(PLOT_TITLE,
+                "Mean over seeds; the interval is a 95% t interval over seeds (n/a with one seed). Pass rate: share "
+                "of held-out attempts with reward 1.",
+                ("arm", "wave", "training rollouts", "updates (mean)", "held-out mean reward", "95% CI", "pass rate",
+                 "95% CI"), heldout),
+        Section("Groups that carry a learning signal (a reward spread), per arm",
+                "Training groups pooled over seeds; 95% Wilson interval. Selection rollouts: solver runs the flywheel "
+                "spent choosing environments (calibration, pool review), per run, on top of the training budget.",
+                ("arm", "groups", "with signal", "share", "95% CI", "updates per run", "selection rollouts per run",
+                 "wall s per run"), signal),
+        Section("Per run", "",
+                ("arm", "seed", "held-out reward at each point", "updates", "signal groups",
+                 "mean difficulty trained per wave", "admitted / retired", "empty waves", "wall s"), runs),
+    ]
+
+
+def plot(report: dict) -> bytes:
+    """Held-out mean reward per arm over training rollouts, with the intervals over seeds, as PNG."""
+    fig, ax = pyplot().subplots(figsize=(6, 4))
+    for arm, data in report["arms"].items():
+        pts = [p for p in data["points"] if p["mean_reward"] is not None]
+        x = [p["training_rollouts"] for p in pts]
+        y = [p["mean_reward"] for p in pts]
+        ax.plot(x, y, marker="o", label=f"{arm} (signal groups {data['signal_fraction']:.0%})")
+        lo = [p["ci95"][0] if p["ci95"] else p["mean_reward"] for p in pts]
+        hi = [p["ci95"][1] if p["ci95"] else p["mean_reward"] for p in pts]
+        ax.fill_between(x, lo, hi, alpha=0.2)
+    ax.set(xlabel="training rollouts", ylabel="held-out mean reward", ylim=(0, 1),
+           title="static pool vs flywheel (95% interval over seeds)")
+    ax.legend()
+    return png(fig, dpi=100)
+
+
+def markdown(report: dict, machine: str, date: str, command: str) -> str:
+    """``bench/results/pools_experiment.md``: setup, then the sections as markdown tables."""
+    lines = ["# Pools experiment: static pool vs flywheel (issue 29, paper Table 3 in miniature)", "",
+             f"- date: {date}", f"- machine: {machine}", f"- command: `{command}`",
+             *(f"- {line}" for line in setup(report))]
+    for s in sections(report):
+        lines += ["", f"## {s.title}", ""] + ([s.intro, ""] if s.intro else [])
+        lines += ["| " + " | ".join(s.header) + " |", "|" + "---|" * len(s.header)]
+        lines += ["| " + " | ".join(row) + " |" for row in s.rows]
+    return "\n".join(lines) + "\n"
+
+
+def _table(s: Section) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in s.header)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in s.rows)
+    intro = f"<p>{html.escape(s.intro)}</p>" if s.intro else ""
+    return f"<h2>{html.escape(s.title)}</h2>{intro}<table><tr>{head}</tr>{body}</table>"
+
+
+def to_html(report: dict, figure: bytes) -> str:
+    """One self-contained page: the setup, the plot (``figure``, PNG) and the sections."""
+    items = "".join(f"<li>{html.escape(line)}</li>" for line in setup(report))
+    return page("Pools experiment: static pool vs flywheel",
+                f"<ul>{items}</ul>{img(PLOT_TITLE, figure)}{''.join(_table(s) for s in sections(report))}")
+
+
+def write(report: dict, out: Path) -> tuple[Path, Path]:
+    """``out/pools_experiment.png`` and ``out/pools_experiment.html``; returns both paths."""
+    figure = plot(report)
+    png_path, html_path = out / "pools_experiment.png", out / "pools_experiment.html"
+    png_path.write_bytes(figure)
+    html_path.write_text(to_html(report, figure))
+    return png_path, html_path
