@@ -50,15 +50,22 @@ def publish(store, folder: Path, version: int, policy: str = "shared") -> Policy
 async def reset(url: str, folder: Path) -> None:
     """Serve ``folder`` as the base weights again (weight version ``default``, our v0), loaded
     from an untied copy as weight sync loads every version."""
+    await reload(url, folder, "default")
+
+
+async def reload(url: str, folder: Path, version: str, reset_prefix_cache: bool = True) -> None:
+    """Weight sync's load sequence on ``folder`` (an untied copy), by hand; without
+    ``reset_prefix_cache`` it shows what the step prevents."""
     folder = untied_copy(folder, folder.with_name(folder.name + "-untied"))
+    steps = [("/pause", None, {"mode": "wait"}),
+             ("/collective_rpc", {"method": "reload_weights", "kwargs": {"weights_path": str(folder)}}, None),
+             ("/reset_prefix_cache", None, None),
+             ("/update_weight_version", {"new_version": version}, None),
+             ("/resume", None, None)]
     async with httpx.AsyncClient(base_url=root(url), timeout=300) as c:
-        for path, body, params in (("/pause", None, {"mode": "wait"}),
-                                   ("/collective_rpc", {"method": "reload_weights",
-                                                        "kwargs": {"weights_path": str(folder)}}, None),
-                                   ("/reset_prefix_cache", None, None),
-                                   ("/update_weight_version", {"new_version": "default"}, None),
-                                   ("/resume", None, None)):
-            (await c.post(path, json=body, params=params)).raise_for_status()
+        for path, body, params in steps:
+            if path != "/reset_prefix_cache" or reset_prefix_cache:
+                (await c.post(path, json=body, params=params)).raise_for_status()
 
 
 async def running_requests(url: str) -> float:
