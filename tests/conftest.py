@@ -11,6 +11,7 @@
 - ``smollm2_folder``: the bundled SmolLM2 exported once as a transformers folder (what
   the learner trains and the torch engine serves).
 - ``tiny_model``: SmolLM2's architecture and tokenizer at toy size with random weights.
+  Both are built once per run for all pytest-xdist workers (``built_once``).
 - ``vllm_server``: a real vLLM server (the CPU build in ``.venv-vllm``) on ``vllm_tiny_model``,
   started by ``aes_lib.models.vllm_serve`` as the stack starts it; one for the whole session,
   shared by the tests marked ``vllm`` (``tests/vllm_support.py`` puts its weights back).
@@ -41,6 +42,7 @@ import pytest
 from aes_lib.config import Settings
 from aes_ops.localinfra import find_binary, free_ports
 from aes_lib.models.serve import spawn
+from built_once import built_once
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "replay"))
 
@@ -79,7 +81,7 @@ def local_model_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def smollm2_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from aes_lib.learner.base_model import bundled_base_model
 
-    return bundled_base_model(tmp_path_factory.mktemp("home"))
+    return built_once(tmp_path_factory, "smollm2", bundled_base_model)
 
 
 @pytest.fixture(scope="session")
@@ -88,14 +90,16 @@ def tiny_model(smollm2_folder: Path, tmp_path_factory: pytest.TempPathFactory) -
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    cfg = AutoConfig.from_pretrained(smollm2_folder)
-    cfg.update({"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
-                "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16})
-    torch.manual_seed(0)
-    dest = tmp_path_factory.mktemp("tiny") / "model"
-    AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).save_pretrained(dest)
-    AutoTokenizer.from_pretrained(smollm2_folder).save_pretrained(dest)
-    return dest
+    def build(folder: Path) -> Path:
+        cfg = AutoConfig.from_pretrained(smollm2_folder)
+        cfg.update({"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16})
+        torch.manual_seed(0)
+        AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).save_pretrained(folder / "model")
+        AutoTokenizer.from_pretrained(smollm2_folder).save_pretrained(folder / "model")
+        return folder / "model"
+
+    return built_once(tmp_path_factory, "tiny", build)
 
 
 VLLM_START_TIMEOUT = 900.0

@@ -55,9 +55,11 @@ async def reset(url: str, folder: Path) -> None:
 
 async def reload(url: str, folder: Path, version: str, reset_prefix_cache: bool = True) -> None:
     """Weight sync's load sequence on ``folder`` (an untied copy), by hand; without
-    ``reset_prefix_cache`` it shows what the step prevents."""
+    ``reset_prefix_cache`` it shows what the step prevents (vLLM 0.32's ``/pause`` still clears
+    the caches by default through a deprecated flag, turned off here, so the reset is ours)."""
     folder = untied_copy(folder, folder.with_name(folder.name + "-untied"))
-    steps = [("/pause", None, {"mode": "wait"}),
+    pause = {"mode": "wait"} if reset_prefix_cache else {"mode": "wait", "clear_cache": "false"}
+    steps = [("/pause", None, pause),
              ("/collective_rpc", {"method": "reload_weights", "kwargs": {"weights_path": str(folder)}}, None),
              ("/reset_prefix_cache", None, None),
              ("/update_weight_version", {"new_version": version}, None),

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from built_once import built_once
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "flywheel"))  # flywheel_helpers
 
 collect_ignore = ["tasks"]  # the fixture tasks' own test_*.py run inside containers only
@@ -33,7 +35,7 @@ def solver_prompt_ids(tokenizer, instruction: str) -> list[int]:
 
 @pytest.fixture(scope="session")
 def word_policy(tiny_model, tmp_path_factory) -> Path:
-    return _teach_words(tiny_model, tmp_path_factory.mktemp("word") / "model")
+    return built_once(tmp_path_factory, "word", lambda folder: _teach_words(tiny_model, folder / "model"))
 
 
 @pytest.fixture(scope="session")
