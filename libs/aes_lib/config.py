@@ -252,8 +252,9 @@ class Settings:
     vllm_python: str = ""
     """Interpreter that runs vLLM; empty: the checkout's ``.venv-vllm``, else this one if it has vLLM."""
     vllm_dtype: str = "float32"
-    """Weights' dtype in vLLM: ``float32`` matches the trainer's log-probs to ~1e-5 on a CPU;
-    ``bfloat16`` is faster and differs by ~0.1 nats."""
+    """Weights' dtype in vLLM: ``float32`` matches the trainer's log-probs to ~4e-5 nats on a CPU;
+    ``bfloat16`` is faster and differs by ~0.04 nats on average, up to ~0.4
+    (``bench/results/vllm_logprobs.md``)."""
     vllm_max_model_len: int = 0
     """Context (prompt + completion tokens) vLLM serves; 0: the model's own (its config's
     ``max_position_embeddings``: 8192 for SmolLM2, whose review prompts pass 2048 tokens)."""

@@ -39,7 +39,8 @@ def test_tests_sharing_a_server_run_on_one_worker_and_slow_ones_start_first(tmp_
     suite, where = tmp_path / "suite", tmp_path / "where"
     suite.mkdir()
     where.mkdir()
-    shutil.copy(Path(__file__).parents[1] / "conftest.py", suite / "conftest.py")  # the suite's own hook
+    for name in ("conftest.py", "built_once.py"):  # the suite's own hook, and what it imports
+        shutil.copy(Path(__file__).parents[1] / name, suite / name)
     (suite / "test_grouping.py").write_text(TESTS)
     (suite / "pytest.ini").write_text("[pytest]\nmarkers =\n  vllm: v\n  slow: s\n")
     run = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-v", "-p", "no:cacheprovider",
