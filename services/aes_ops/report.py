@@ -27,7 +27,7 @@ from aes_ops.figures import img, page, png, pyplot
 from aes_ops.readout import Snapshot, skipped, snapshot, unique
 
 
-def reward_plot(rollouts: Sequence[RolloutSummary]) -> str:
+def reward_plot(rollouts: Sequence[RolloutSummary]) -> bytes:
     fig, ax = pyplot().subplots(figsize=(6, 3.2))
     by_purpose: dict[str, list[float]] = {}
     for r in rollouts:
@@ -41,7 +41,7 @@ def reward_plot(rollouts: Sequence[RolloutSummary]) -> str:
     return png(fig)
 
 
-def band_plot(results: Sequence[CalibrationResult], band: tuple[float, float]) -> str:
+def band_plot(results: Sequence[CalibrationResult], band: tuple[float, float]) -> bytes:
     fig, ax = pyplot().subplots(figsize=(6, 3.2))
     calibrated = [r for r in results if r.decision != "rejected"]
     ax.axvspan(*band, color="tab:green", alpha=0.15, label="admission band")
@@ -54,7 +54,7 @@ def band_plot(results: Sequence[CalibrationResult], band: tuple[float, float]) -
     return png(fig)
 
 
-def rounds_plot(status: Status) -> str:
+def rounds_plot(status: Status) -> bytes:
     fig, ax = pyplot().subplots(figsize=(6, 3.2))
     rounds = list(status.rounds)
     ax.plot(rounds, [t.valid_rate for t in status.rounds.values()], marker="o", label="valid rate")
@@ -94,7 +94,7 @@ def _curves(ax, stats: Sequence[LearnerStats], value: Callable[[LearnerStats], f
         ax.legend(fontsize="small")
 
 
-def learner_plot(stats: Sequence[LearnerStats]) -> str:
+def learner_plot(stats: Sequence[LearnerStats]) -> bytes:
     fig, axes = pyplot().subplots(2, 3, figsize=(10, 5.5))
     panels = [
         ("loss", lambda s: s.loss, False),

@@ -60,7 +60,6 @@ def _write_markdown(report: dict, dest: Path) -> None:
     import platform
     import time
 
-
     machine = (f"{os.cpu_count()} cores ({platform.processor() or platform.machine()}), Python "
                f"{platform.python_version()}, load average at end {os.getloadavg()[0]:.1f} (shared machine)")
     command = "aes " + " ".join(sys.argv[1:])
