@@ -112,14 +112,16 @@ def vllm_tiny_model(smollm2_folder: Path, tmp_path_factory: pytest.TempPathFacto
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    cfg = AutoConfig.from_pretrained(smollm2_folder)
-    cfg.update({"hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2,
-                "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 64})
-    torch.manual_seed(0)
-    dest = tmp_path_factory.mktemp("vllm-tiny") / "model"
-    AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).save_pretrained(dest)
-    AutoTokenizer.from_pretrained(smollm2_folder).save_pretrained(dest)
-    return dest
+    def build(folder: Path) -> Path:
+        cfg = AutoConfig.from_pretrained(smollm2_folder)
+        cfg.update({"hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2,
+                    "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 64})
+        torch.manual_seed(0)
+        AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).save_pretrained(folder / "model")
+        AutoTokenizer.from_pretrained(smollm2_folder).save_pretrained(folder / "model")
+        return folder / "model"
+
+    return built_once(tmp_path_factory, "vllm-tiny", build)
 
 
 @pytest.fixture(scope="session")

@@ -39,8 +39,9 @@ RESULT_STREAM = {
 
 async def test_one_round_with_the_local_model_records_every_stage(local_model_url, fresh_nats, bus):
     settings = dataclasses.replace(fresh_nats, model_url=local_model_url, model="smollm2-135m")
-    # No revisions: each would be another episode of the small model, and this test is about the stages' records.
-    config = FlywheelConfig(generation_mode="prompt", assignments_per_round=1, solver_max_turns=2, proposals_per_assignment=1,
+    # No revisions and one solver turn: each would be more of the small model's generation (minutes on 2
+    # cores), and this test is about the stages' records.
+    config = FlywheelConfig(generation_mode="prompt", assignments_per_round=1, solver_max_turns=1, proposals_per_assignment=1,
                             max_revisions=0)
     store = PoolStore(await bus.kv(BUCKET))
     [seeded] = await seed_pool(bus, store, [SEED])

@@ -1,8 +1,9 @@
 """Fixtures of the training-loop tests.
 
-- ``word_policy``: the tiny model taught the solver's action format by a few seconds of
-  supervised steps: to any task it answers one fenced ``echo WORD > /app/answer.txt``
-  with WORD drawn uniformly from ``WORDS``. Which word earns the reward it must learn.
+- ``word_policy``: the tiny model vLLM accepts (one policy for both engines, built once per
+  run), taught the solver's action format by a few seconds of supervised steps: to any task it
+  answers one fenced ``echo WORD > /app/answer.txt`` with WORD drawn uniformly from ``WORDS``.
+  Which word earns the reward it must learn.
 - ``TASKS``: the fixture tasks (``word-banana``, ``word-banana-alt``: the family the
   word policy learns; ``coin``: a random verifier for loop mechanics).
 """
@@ -21,7 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "flywheel"))  # fly
 collect_ignore = ["tasks"]  # the fixture tasks' own test_*.py run inside containers only
 TASKS = Path(__file__).resolve().parent / "tasks"
 WORDS = ("banana", "cherry")
-SFT_STEPS = 400
+SFT_STEPS = 200
+"""Enough for the format (each reply's probability ~0.48, the two words within 0.5%); 400 took twice as long."""
 
 
 def solver_prompt_ids(tokenizer, instruction: str) -> list[int]:
@@ -34,14 +36,8 @@ def solver_prompt_ids(tokenizer, instruction: str) -> list[int]:
 
 
 @pytest.fixture(scope="session")
-def word_policy(tiny_model, tmp_path_factory) -> Path:
-    return built_once(tmp_path_factory, "word", lambda folder: _teach_words(tiny_model, folder / "model"))
-
-
-@pytest.fixture(scope="session")
-def vllm_word_policy(vllm_tiny_model, tmp_path_factory) -> Path:
-    """The same, from the tiny model vLLM's CPU attention accepts."""
-    return _teach_words(vllm_tiny_model, tmp_path_factory.mktemp("vllm-word") / "model")
+def word_policy(vllm_tiny_model, tmp_path_factory) -> Path:
+    return built_once(tmp_path_factory, "word", lambda folder: _teach_words(vllm_tiny_model, folder / "model"))
 
 
 def _teach_words(base: Path, dest: Path) -> Path:

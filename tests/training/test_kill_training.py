@@ -89,7 +89,7 @@ async def test_sigkills_lose_no_sample_and_train_none_twice(fresh_nats, bus, wor
                AES_NATS_PASSWORD=fresh_nats.nats_password, AES_HOME=str(fresh_nats.home),
                AES_BLOB_URL=fresh_nats.blob_location, AES_MODEL_URL=url, AES_ENGINE="torch",
                AES_TRAINING_MAX_TURNS="1", AES_TRAINING_MAX_TOKENS="32", AES_TRAINING_TEMPERATURE="0.7",
-               AES_LEARNER_MODEL_PATH=str(word_policy), AES_LEARNER_GROUPS_PER_BATCH="1", AES_LEARNER_LR="1e-3",
+               AES_LEARNER_MODEL_PATH=str(word_policy), AES_LEARNER_GROUPS_PER_BATCH="1", AES_LEARNER_LR="5e-4",
                AES_LEARNER_KEEP_CHECKPOINTS="2", AES_LEARNER_CHECKPOINT_EVERY="2",
                # Kill safety, not staleness: restarts let the learner race ahead of the engine, and a
                # group sampled too many versions back would be dropped by design, not trained.

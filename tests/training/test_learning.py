@@ -32,7 +32,7 @@ from flywheel_helpers import running
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1200)]
 
-WAVES = 8
+WAVES = 6
 
 
 async def test_mean_training_reward_rises_over_updates(fresh_nats, bus, word_policy, monkeypatch):
@@ -44,13 +44,13 @@ async def test_mean_training_reward_rises_over_updates(fresh_nats, bus, word_pol
 
 
 @pytest.mark.vllm
-async def test_mean_training_reward_rises_over_updates_on_vllm(fresh_nats, bus, vllm_word_policy, vllm_server,
+async def test_mean_training_reward_rises_over_updates_on_vllm(fresh_nats, bus, word_policy, vllm_server,
                                                                 monkeypatch):
     """The same on the shared vLLM server, put back on the word policy first."""
     from vllm_support import reset
 
-    await reset(vllm_server, vllm_word_policy)
-    await _learn(fresh_nats, bus, vllm_word_policy, monkeypatch, vllm_server, "vllm",
+    await reset(vllm_server, word_policy)
+    await _learn(fresh_nats, bus, word_policy, monkeypatch, vllm_server, "vllm",
                  VLLMEngineClient(vllm_server).version)
 
 
