@@ -28,6 +28,9 @@ class ProposerConfig:
     """Completion tokens per model call of an agentic episode."""
     max_revisions: int = _BASELINE.max_revisions
     """Feedback-mode revisions after the first attempt."""
+    prompt_max_tokens: int = _BASELINE.max_tokens
+    """Completion tokens of one Prompt / Prompt + Env Feedback generation (a small model that never
+    stops runs to this cap: ~1 minute per 1,000 tokens for SmolLM2 on 2 cores)."""
 
     @classmethod
     def from_env(cls) -> "ProposerConfig":
@@ -37,4 +40,4 @@ class ProposerConfig:
         return _EPISODE.with_loop(max_turns=self.max_turns, time_limit_s=self.time_limit_s, max_tokens=self.max_tokens)
 
     def baseline(self) -> BaselineLimits:
-        return replace(_BASELINE, max_revisions=self.max_revisions)
+        return replace(_BASELINE, max_revisions=self.max_revisions, max_tokens=self.prompt_max_tokens)
