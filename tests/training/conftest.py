@@ -22,8 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "flywheel"))  # fly
 collect_ignore = ["tasks"]  # the fixture tasks' own test_*.py run inside containers only
 TASKS = Path(__file__).resolve().parent / "tasks"
 WORDS = ("banana", "cherry")
-SFT_STEPS = 200
-"""Enough for the format (each reply's probability ~0.48, the two words within 0.5%); 400 took twice as long."""
+SFT_STEPS = 400
+"""At 200 (each reply ~0.48, the words within 0.5%) DPPO at lr 5e-4 broke the format within
+five updates in one of three runs (reward 0 from then on); 400 has never done so."""
 
 
 def solver_prompt_ids(tokenizer, instruction: str) -> list[int]:
