@@ -84,44 +84,38 @@ def smollm2_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return built_once(tmp_path_factory, "smollm2", bundled_base_model)
 
 
-@pytest.fixture(scope="session")
-def tiny_model(smollm2_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Fast to sample and train; its replies are noise, so it exercises mechanics, not skill."""
+def _tiny(smollm2_folder: Path, tmp_path_factory: pytest.TempPathFactory, name: str, **dims: int) -> Path:
+    """A randomly initialised two-layer SmolLM2 of the given sizes, with SmolLM2's tokenizer."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     def build(folder: Path) -> Path:
         cfg = AutoConfig.from_pretrained(smollm2_folder)
-        cfg.update({"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
-                    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16})
+        cfg.update({"num_hidden_layers": 2, **dims})
         torch.manual_seed(0)
         AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).save_pretrained(folder / "model")
         AutoTokenizer.from_pretrained(smollm2_folder).save_pretrained(folder / "model")
         return folder / "model"
 
-    return built_once(tmp_path_factory, "tiny", build)
+    return built_once(tmp_path_factory, name, build)
 
 
-VLLM_START_TIMEOUT = 900.0
-"""~30 s on 2 idle cores; minutes while other jobs share them."""
+@pytest.fixture(scope="session")
+def tiny_model(smollm2_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Fast to sample and train; its replies are noise, so it exercises mechanics, not skill."""
+    return _tiny(smollm2_folder, tmp_path_factory, "tiny", hidden_size=64, intermediate_size=128,
+                 num_attention_heads=4, num_key_value_heads=2, head_dim=16)
 
 
 @pytest.fixture(scope="session")
 def vllm_tiny_model(smollm2_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Like ``tiny_model`` with heads of 64 dimensions, as vLLM's CPU attention needs (it refuses 16)."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    return _tiny(smollm2_folder, tmp_path_factory, "vllm-tiny", hidden_size=128, intermediate_size=256,
+                 num_attention_heads=2, num_key_value_heads=1, head_dim=64)
 
-    def build(folder: Path) -> Path:
-        cfg = AutoConfig.from_pretrained(smollm2_folder)
-        cfg.update({"hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2,
-                    "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 64})
-        torch.manual_seed(0)
-        AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).save_pretrained(folder / "model")
-        AutoTokenizer.from_pretrained(smollm2_folder).save_pretrained(folder / "model")
-        return folder / "model"
 
-    return built_once(tmp_path_factory, "vllm-tiny", build)
+VLLM_START_TIMEOUT = 900.0
+"""~30 s on 2 idle cores; minutes while other jobs share them."""
 
 
 @pytest.fixture(scope="session")
