@@ -24,7 +24,7 @@ TASKS = Path(__file__).resolve().parent / "tasks"
 WORDS = ("banana", "cherry")
 SFT_STEPS = 400
 """At 200 (each reply ~0.48, the words within 0.5%) DPPO at lr 5e-4 broke the format within
-five updates in one of three runs (reward 0 from then on); 400 has never done so."""
+five updates in one of four runs (reward 0 from then on); 400 has never done so."""
 
 
 def solver_prompt_ids(tokenizer, instruction: str) -> list[int]:
