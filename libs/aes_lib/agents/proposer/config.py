@@ -30,7 +30,8 @@ class ProposerConfig:
     """Feedback-mode revisions after the first attempt."""
     prompt_max_tokens: int = _BASELINE.max_tokens
     """Completion tokens of one Prompt / Prompt + Env Feedback generation (a small model that never
-    stops runs to this cap: ~1 minute per 1,000 tokens for SmolLM2 on 2 cores)."""
+    stops runs to this cap: 30-60 s per 1,000 tokens for SmolLM2's GGUF server on 2 cores, 34 tokens/s
+    idle in ``bench/results/training_bench.md``)."""
 
     @classmethod
     def from_env(cls) -> "ProposerConfig":
