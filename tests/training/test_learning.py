@@ -2,11 +2,15 @@
 
 Nothing here calls the trainer directly. The wave planner samples the pool (two
 phrasings of one task: write ``banana`` into a file), the training-rollout service
-runs the solver loop in real containers against the torch engine, the verifier
+runs the solver loop in real containers against the vLLM server, the verifier
 scores each attempt (1 for the right word, else 0), the learner updates on every
 group with a spread, the weight sync loads each version into the engine, and the
 next wave samples it. The word policy starts out choosing between two words
 uniformly (mean reward about 0.5).
+
+One engine: vLLM, the one that follows the learner wherever it trains. The torch
+engine's part (it loads each version and serves the trainer's log-probs) is
+``test_stack_training``'s; learning itself does not depend on which engine samples.
 """
 
 import dataclasses
@@ -19,8 +23,7 @@ from aes_ops.seeding import seed_pool
 from aes_lib.flywheel.training import TrainingConfig
 from aes_ops.waves import train
 from aes_lib.learner import LearnerConfig
-from aes_lib.models.torch_serve import serve
-from aes_lib.models.weights import TorchEngineClient, VLLMEngineClient
+from aes_lib.models.weights import VLLMEngineClient
 from aes_proto import subjects
 from aes_proto.messages import LearnerStats, RolloutSummary, ServingUpdate
 from aes_services.learner import LearnerService
@@ -35,29 +38,15 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1200)]
 WAVES = 6
 
 
-async def test_mean_training_reward_rises_over_updates(fresh_nats, bus, word_policy, monkeypatch):
-    server, url = serve(word_policy)
-    try:
-        await _learn(fresh_nats, bus, word_policy, monkeypatch, url, "torch", TorchEngineClient(url).version)
-    finally:
-        server.shutdown()
-
-
 @pytest.mark.vllm
-async def test_mean_training_reward_rises_over_updates_on_vllm(fresh_nats, bus, word_policy, vllm_server,
-                                                                monkeypatch):
-    """The same on the shared vLLM server, put back on the word policy first."""
+async def test_mean_training_reward_rises_over_updates(fresh_nats, bus, word_policy, vllm_server, monkeypatch):
+    """On the shared vLLM server, put back on the word policy first."""
     from vllm_support import reset
 
     await reset(vllm_server, word_policy)
-    await _learn(fresh_nats, bus, word_policy, monkeypatch, vllm_server, "vllm",
-                 VLLMEngineClient(vllm_server).version)
-
-
-async def _learn(fresh_nats, bus, word_policy, monkeypatch, url, engine, served_version):
     monkeypatch.setenv("AES_HOME", str(fresh_nats.home))
     monkeypatch.setenv("AES_BLOB_URL", fresh_nats.blob_location)  # where the engine reads checkpoints
-    settings = dataclasses.replace(fresh_nats, model_url=url, engine=engine)
+    settings = dataclasses.replace(fresh_nats, model_url=vllm_server, engine="vllm")
     await seed_pool(bus, PoolStore(await bus.kv(BUCKET)), [TASKS / "word-banana", TASKS / "word-banana-alt"])
     # Sampled at temperature 0.5: the recorded log-probs are the tempered distribution's, which
     # the trainer reproduces (first update's divergence ~0).
@@ -66,7 +55,7 @@ async def _learn(fresh_nats, bus, word_policy, monkeypatch, url, engine, served_
     learner = LearnerService(LearnerConfig(model_path=str(word_policy), groups_per_batch=1, lr=5e-4))
     async with running(settings, WavePlannerService(), TrainingRolloutService(config=waves), learner,
                        WeightSyncService()):
-        tally = await train(bus, waves, round_=1, prefix="learn", served_version=served_version)
+        tally = await train(bus, waves, round_=1, prefix="learn", served_version=VLLMEngineClient(vllm_server).version)
 
     rollouts = [s for s in await bus.history(subjects.ROLLOUT_SUMMARY, RolloutSummary) if s.purpose == "training"]
     by_wave = {f"learnw{w}": [s for s in rollouts if s.episode_id == f"learnw{w}"] for w in range(WAVES)}
@@ -87,5 +76,8 @@ async def _learn(fresh_nats, bus, word_policy, monkeypatch, url, engine, served_
         earlier = [s.policy_version for s in stats if s.group_ids[0].split("-")[0] < f"learnw{w}"]
         assert min(s.policy_version for s in by_wave[f"learnw{w}"]) >= max(earlier, default=0)
     # Against the untrained policy's known 0.5, not the first wave's noisy 16 samples (it drew
-    # 11/16 once): 32 attempts averaging 0.75 or more happen by chance with p < 0.004.
-    assert statistics.mean(means[-2:]) >= 0.75, means
+    # 11/16 once). Over the last half of the waves, not the last two: one wave can dip (CI saw
+    # 0.94, 0.56, 0.88 after three rising ones). 48 attempts averaging 0.7 or more happen by
+    # chance with p < 0.003.
+    late = means[WAVES // 2:]
+    assert statistics.mean(late) >= 0.7, means
