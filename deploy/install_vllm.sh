@@ -16,7 +16,7 @@ if [ -f "$STAMP" ]; then echo "vllm: $SPEC ready in $VENV"; exit 0; fi
 rm -rf "$VENV"
 python3 -m venv "$VENV"
 "$VENV/bin/pip" install -q -U pip
-"$VENV/bin/pip" install -q "$SPEC"
+"$VENV/bin/pip" install -q --no-compile "$SPEC"  # Python compiles what the server imports
 # PyPI's torchvision/torchaudio/torchcodec are linked against CUDA torch; transformers imports
 # torchvision when present, and the CPU server then dies at start (`torchvision::nms does not
 # exist`). Nothing we serve needs them.
