@@ -8,7 +8,8 @@ in Docker, the learner and the weight sync; the flywheel arm adds the planner an
 statistics, the procedural proposer, the validator, the calibrator, the pool and the pool review
 (reruns, retirement out of the band). Both arms get the same training rollouts (``waves`` x
 ``groups_per_wave`` x ``group_size``); what the flywheel spends on choosing (calibration,
-review and validation runs) is counted apart. Before the first wave and every ``eval_every``
+review and validation runs) is counted apart, its solver runs held to the training rollouts' turn
+and token limits. Before the first wave and every ``eval_every``
 waves the served policy is scored (``aes_ops.evaluate``) on a fixed held-out set of family
 instances per difficulty, which no pool meets.
 
@@ -208,6 +209,7 @@ async def run_arm(arm: str, seed: int, cfg: ExperimentConfig, policy: Path, out:
     training = TrainingConfig.from_env(waves_per_round=1)
     learner = LearnerConfig.from_env(model_path=str(policy))
     flywheel = FlywheelConfig.from_env(generation_mode="procedural", solver_max_turns=training.max_turns,
+                                       solver_max_tokens=training.max_tokens,
                                        pool_capacity=cfg.static_pool_size)
     home = out / "runs" / f"{arm}-s{seed}"
     shutil.rmtree(home, ignore_errors=True)
@@ -221,7 +223,8 @@ async def run_arm(arm: str, seed: int, cfg: ExperimentConfig, policy: Path, out:
     base = Settings.from_env()
     engine = base.engine if base.engine in TRAINABLE else "torch"
     env = {"AES_LEARNER_MODEL_PATH": str(policy), "AES_GENERATION_MODE": "procedural", "AES_ROUTE": ROUTE,
-           "AES_SOLVER_MAX_TURNS": str(training.max_turns), "AES_POOL_CAPACITY": str(cfg.static_pool_size),
+           "AES_SOLVER_MAX_TURNS": str(training.max_turns), "AES_SOLVER_MAX_TOKENS": str(training.max_tokens),
+           "AES_POOL_CAPACITY": str(cfg.static_pool_size),
            "AES_ENGINE": engine}
     result = RunResult(arm=arm, seed=seed)
     began = time.monotonic()

@@ -106,3 +106,19 @@ def test_flywheel_config_from_env(monkeypatch):
     monkeypatch.setenv("AES_GENERATION_MODE", "magic")
     with pytest.raises(FlywheelConfigError, match="AES_GENERATION_MODE"):
         FlywheelConfig.from_env()
+
+
+def test_the_flywheel_solver_gets_its_turn_and_token_limits(tmp_path):
+    """Calibration and pool reviews run the solver within ``AES_SOLVER_MAX_TURNS`` and
+    ``AES_SOLVER_MAX_TOKENS``: a small model that never stops writes the token cap every turn."""
+    import dataclasses
+
+    from aes_lib.config import Settings
+    from aes_lib.flywheel.config import FlywheelConfig, FlywheelConfigError
+    from aes_lib.flywheel.runners.trial_runner import TrialRolloutRunner
+
+    settings = dataclasses.replace(Settings.from_env(home=tmp_path), model_url="http://127.0.0.1:9/v1")
+    runner = TrialRolloutRunner.from_settings(settings, None, FlywheelConfig(solver_max_turns=2, solver_max_tokens=48))
+    assert (runner.limits.max_turns, runner.limits.max_tokens) == (2, 48)
+    with pytest.raises(FlywheelConfigError, match="solver_max_tokens"):
+        FlywheelConfig(solver_max_tokens=0)

@@ -29,6 +29,9 @@ class FlywheelConfig:
     """Fresh assignments the planner publishes per round, besides replacements."""
     solver_max_turns: int = 8
     """Turns one solver rollout may take."""
+    solver_max_tokens: int = 384
+    """Completion tokens per solver turn in calibration and pool reviews (a model that never stops
+    writes this many every turn)."""
     band_low: float = 0.25
     """Lower edge of the calibration band."""
     band_high: float = 0.75
@@ -49,10 +52,10 @@ class FlywheelConfig:
     def __post_init__(self) -> None:
         if self.generation_mode not in (modes := get_args(ProposerMode)):
             raise FlywheelConfigError(f"AES_GENERATION_MODE: expected one of {modes}, got {self.generation_mode!r}")
-        if self.pool_capacity < 1 or self.review_every < 1 or self.assignments_per_round < 0 \
-                or self.proposals_per_assignment < 1:
-            raise FlywheelConfigError("pool_capacity, review_every and proposals_per_assignment must be >= 1, "
-                                      "assignments_per_round >= 0")
+        if min(self.pool_capacity, self.review_every, self.proposals_per_assignment, self.solver_max_tokens) < 1 \
+                or self.assignments_per_round < 0:
+            raise FlywheelConfigError("pool_capacity, review_every, proposals_per_assignment and solver_max_tokens "
+                                      "must be >= 1, assignments_per_round >= 0")
 
     @property
     def rule(self) -> CalibrationRule:

@@ -47,7 +47,8 @@ class TrialRolloutRunner:
         workdir = Path(settings.home) / "tasks"
         workdir.mkdir(parents=True, exist_ok=True)
         return cls(chat_client(settings), ImageCache(kinds=DomainKinds()), blobs,
-                   limits or LoopLimits(max_turns=config.solver_max_turns), workdir)
+                   limits or LoopLimits(max_turns=config.solver_max_turns, max_tokens=config.solver_max_tokens),
+                   workdir)
 
     async def task(self, bundle: BlobRef) -> Task:
         async with self._lock:
