@@ -8,8 +8,11 @@ FILE=${1:-.aes/compose/secrets.env}
 [ -s "$FILE" ] && exit 0
 mkdir -p "$(dirname "$FILE")"
 umask 077
-token() { python3 -c "import secrets; print(secrets.token_urlsafe($1))"; }
-NATS_PASSWORD=$(token 24) S3_ACCESS=aes$(token 6 | tr -dc 'a-zA-Z0-9') S3_SECRET=$(token 30)
+# One interpreter for all three. nats-server parses an expanded variable as a config value: one
+# that starts with '-' or a digit is read as a number or a date and the server refuses to start
+# (1 token in ~50); a letter first keeps the password a string.
+read -r NATS_PASSWORD S3_ACCESS S3_SECRET < <(python3 -c \
+  "import secrets as s; print('aes' + s.token_urlsafe(24), 'aes' + s.token_hex(6), s.token_urlsafe(30))")
 cat > "$FILE" <<ENV
 AES_NATS_USER=aes
 AES_NATS_PASSWORD=$NATS_PASSWORD
