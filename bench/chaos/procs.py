@@ -121,7 +121,7 @@ def _reap_containers() -> None:
 
         client = docker.from_env()
         host = socket.gethostname()
-        for c in client.containers.list(all=True, filters={"label": f"{MANAGED_LABEL}=1"}):
+        for c in client.containers.list(all=True, filters={"label": f"{MANAGED_LABEL}=1"}, ignore_removed=True):
             if c.labels.get(OWNER_HOST_LABEL) == host and c.labels.get(OWNER_PID_LABEL, "").isdigit() \
                     and int(c.labels[OWNER_PID_LABEL]) in SPAWNED_PIDS:
                 with contextlib.suppress(Exception):
@@ -140,7 +140,8 @@ def _container_owners() -> set[int]:
         client = docker.from_env()
         host = socket.gethostname()
         return {int(c.labels[OWNER_PID_LABEL])
-                for c in client.containers.list(filters={"label": f"{MANAGED_LABEL}=1", "status": "running"})
+                for c in client.containers.list(filters={"label": f"{MANAGED_LABEL}=1", "status": "running"},
+                                                ignore_removed=True)
                 if c.labels.get(OWNER_HOST_LABEL) == host and c.labels.get(OWNER_PID_LABEL, "").isdigit()}
     except Exception:
         return set()
