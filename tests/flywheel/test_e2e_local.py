@@ -39,10 +39,13 @@ RESULT_STREAM = {
 
 async def test_one_round_with_the_local_model_records_every_stage(local_model_url, fresh_nats, bus, monkeypatch):
     settings = dataclasses.replace(fresh_nats, model_url=local_model_url, model="smollm2-135m")
-    # No revisions, one solver turn of at most 128 tokens, a proposal capped at 1,024: each more would
-    # be more of the small model's generation (minutes on 2 cores), and this test is about the
-    # stages' records.
+    # No revisions, one solver turn of at most 128 tokens, a proposal capped at 1,024, one review
+    # answer of at most 384 (as `make run`; the defaults allow 3 x 1,500): each more would be more
+    # of the small model's generation (~1 min per 2,000 tokens on 2 cores), and this test is about
+    # the stages' records.
     monkeypatch.setenv("AES_PROPOSER_PROMPT_MAX_TOKENS", "1024")
+    monkeypatch.setenv("AES_REVIEW_MAX_TOKENS", "384")
+    monkeypatch.setenv("AES_REVIEW_RETRIES", "0")
     config = FlywheelConfig(generation_mode="prompt", assignments_per_round=1, solver_max_turns=1, solver_max_tokens=128,
                             proposals_per_assignment=1, max_revisions=0)
     store = PoolStore(await bus.kv(BUCKET))
