@@ -81,9 +81,11 @@ class Trajectory(msgspec.Struct, kw_only=True):
         return min(versions, default=0)
 
 
-def trajectory_key(role: str, rollout_id: str) -> str:
-    """Blob-store key of an episode's trajectory: ``trajectories/<role>/<rollout_id>.json``."""
-    return f"trajectories/{role}/{rollout_id}.json"
+def trajectory_key(role: str, rollout_id: str, sha256: str) -> str:
+    """Blob-store key of an episode's trajectory: ``trajectories/<role>/<rollout_id>/<sha256[:16]>.json``.
+    One key per content: a second run of one rollout (a redelivery while the first still ran)
+    cannot overwrite the blob the first run's messages name."""
+    return f"trajectories/{role}/{rollout_id}/{sha256[:16]}.json"
 
 
 def encode_trajectory(traj: Trajectory) -> bytes:

@@ -98,7 +98,7 @@ def test_every_stored_record_round_trips(cls: type[msgspec.Struct]) -> None:
 def test_a_trajectory_round_trips_through_its_blob_encoding() -> None:
     traj = Trajectory(rollout_id="r", role="solver", turns=[build(Turn)], metrics={"asks": 2.0})
     assert decode_trajectory(encode_trajectory(traj)) == traj
-    assert trajectory_key("solver", "r") == "trajectories/solver/r.json"
+    assert trajectory_key("solver", "r", "ab" * 32) == "trajectories/solver/r/" + "ab" * 8 + ".json"
 
 
 def test_a_trajectory_blob_stored_before_the_move_still_decodes() -> None:

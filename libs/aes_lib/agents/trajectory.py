@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from aes_proto.messages import BlobRef
 from aes_proto.trajectory import Trajectory, Turn, decode_trajectory, encode_trajectory, trajectory_key
 
@@ -15,8 +17,9 @@ def turn_from_chat(index: int, chat) -> Turn:
 
 
 def store_trajectory(store, traj: Trajectory) -> BlobRef:
-    """JSON under ``trajectories/<role>/<rollout_id>.json``."""
-    return store.put_bytes(trajectory_key(traj.role, traj.rollout_id), encode_trajectory(traj))
+    """JSON under ``trajectories/<role>/<rollout_id>/<sha256[:16]>.json`` (``trajectory_key``)."""
+    data = encode_trajectory(traj)
+    return store.put_bytes(trajectory_key(traj.role, traj.rollout_id, hashlib.sha256(data).hexdigest()), data)
 
 
 def load_trajectory(store, ref: BlobRef) -> Trajectory:

@@ -10,8 +10,6 @@ from __future__ import annotations
 import re
 from typing import Protocol
 
-import msgspec
-
 from aes_proto.messages import BlobRef
 from aes_proto.records import RolloutOutcome
 
@@ -38,10 +36,11 @@ def kv_key(rollout_id: str) -> str:
 
 async def cached(kv, rollout_id: str, run) -> RolloutOutcome:
     """``run()`` once per ``rollout_id``: a redelivered message reuses a finished attempt (one
-    recorded before outcomes carried their summary, without a rollout id, runs again)."""
+    recorded before outcomes carried their summary, without a rollout id, runs again). Two
+    deliveries can run at once (redelivered while the first still ran, e.g. on a starved
+    replica): the first outcome recorded is the one both return, so both publish the same."""
     key = kv_key(rollout_id)
     if (done := await kvs.read(kv, key, RolloutOutcome)) is not None and done.rollout_id:
         return done
     outcome = await run()
-    await kv.put(key, msgspec.msgpack.encode(outcome))
-    return outcome
+    return await kvs.update(kv, key, RolloutOutcome, lambda old: old if old is not None and old.rollout_id else outcome)
