@@ -158,10 +158,9 @@ async def test_a_run_step_cannot_reach_the_host(engine, listener, make_task, tmp
 
 async def test_a_fork_bomb_fails_on_the_process_limit(docker_client, tmp_path, cgroups) -> None:
     bomb = "import os, time\nwhile True:\n    if os.fork() == 0:\n        time.sleep(300)\n"
-    start = time.monotonic()
     with pytest.raises(BuildFailedError) as e:
         build_image(docker_client, context(tmp_path, run_python(bomb)), 60, limits=Limits(pids=64))
-    assert time.monotonic() - start < 30
+    assert not isinstance(e.value, BuildTimeoutError)  # it failed on the pid limit, before its time limit
     assert "process limit reached (64 processes)" in str(e.value), str(e.value)
     assert_gone(cgroups)
     # None of the bomb's processes outlived the build (counted by what they run, not by how many
@@ -172,11 +171,9 @@ async def test_a_fork_bomb_fails_on_the_process_limit(docker_client, tmp_path, c
 
 async def test_a_shell_fork_bomb_is_bounded_and_stopped_at_the_time_limit(docker_client, tmp_path, cgroups) -> None:
     # The classic bomb, each copy waiting on its children: it runs until the time limit.
-    start = time.monotonic()
-    with pytest.raises(BuildTimeoutError) as e:
+    with pytest.raises(BuildTimeoutError) as e:  # a build that outlived its limit would hang to the test's timeout
         build_image(docker_client, context(tmp_path, "RUN bash -c 'f(){ f | f & wait; }; f'"), 5,
                     limits=Limits(pids=64))
-    assert time.monotonic() - start < 30
     assert "time limit of 5s" in str(e.value) and "process limit reached" in str(e.value), str(e.value)
     assert_gone(cgroups)
 
