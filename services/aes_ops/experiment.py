@@ -9,9 +9,9 @@ statistics, the procedural proposer, the validator, the calibrator, the pool and
 (reruns, retirement out of the band). Both arms get the same training rollouts (``waves`` x
 ``groups_per_wave`` x ``group_size``); what the flywheel spends on choosing (calibration,
 review and validation runs) is counted apart, its solver runs held to the training rollouts' turn
-and token limits. Before the first wave and every ``eval_every``
-waves the served policy is scored (``aes_ops.evaluate``) on a fixed held-out set of family
-instances per difficulty, which no pool meets.
+and token limits. Before the first wave and every ``eval_every`` waves the served policy is
+scored (``aes_ops.evaluate``) on a fixed held-out set of family instances per difficulty, which
+no pool meets.
 
 Measured per run: held-out mean reward and full-pass rate after each evaluation point (with the
 95% t interval over the held-out tasks), the learner's updates, the share of training groups with
