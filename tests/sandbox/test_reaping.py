@@ -24,6 +24,7 @@ from aes_lib.domains.kinds import DomainKinds
 from aes_lib.sandbox import ImageCache, Limits, Sandbox, reap
 from aes_lib.sandbox.container import (MANAGED_LABEL, OWNER_HOST_LABEL, OWNER_PID_LABEL, SERVICES_NETWORK_LABEL,
                                       owner_labels)
+from foundation.helpers import eventually
 
 # One worker runs these: a reap with a 1 s grace takes any ownerless dangling image, such as the
 # ownerless image another test here is about to reap itself.
@@ -45,16 +46,6 @@ LIST_PROCESSES = (
     'c=; read -r c 2>/dev/null < "$d/cmdline"; [ -n "$c" ] && echo "$c"; done; true'
 )
 KEPT = {"/sbin/docker-init--sleepinfinity", "sleepinfinity"}  # init and the keep-alive
-
-
-async def _until(read, done, tries: int = 100):
-    """``read()`` (in a thread) until ``done`` accepts its value, 0.1 s apart; its last value."""
-    for _ in range(tries):
-        value = await asyncio.to_thread(read)
-        if done(value):
-            break
-        await asyncio.sleep(0.1)
-    return value
 
 
 def _dead_pid() -> int:
@@ -169,12 +160,14 @@ async def test_kill_all_ends_a_fork_bomb_at_the_pid_limit(docker_client, test_la
     async with Sandbox.start(IMAGE, Limits(pids=64), client=docker_client, labels=test_label) as sb:
         bomb = await sb.exec("b() { b | b & }; b", timeout=30)  # returns at once, the bomb goes on
         # Counted from the host: with the pid limit reached, an exec may find no pid to start in.
-        full = await _until(lambda: len(sb.container.top()["Processes"]), lambda n: n > 30)
+        async def filled() -> bool:
+            return len((await asyncio.to_thread(sb.container.top))["Processes"]) > 30
+
+        await eventually(filled, "the fork bomb to fill the container (over 30 processes)", timeout=10)
         await sb.kill_all()
         left = await sb.exec(LIST_PROCESSES, timeout=30)
         forks = await sb.exec("echo $(echo forked)", timeout=30)
     assert not bomb.timed_out
-    assert full > 30
     assert set(left.output.split()) == KEPT
     assert forks.output.strip() == "forked"
 
