@@ -39,11 +39,12 @@ RESULT_STREAM = {
 
 async def test_one_round_with_the_local_model_records_every_stage(local_model_url, fresh_nats, bus, monkeypatch):
     settings = dataclasses.replace(fresh_nats, model_url=local_model_url, model="smollm2-135m")
-    # No revisions, one solver turn of at most 128 tokens, a proposal capped at 1,024, one review
+    # No revisions, one solver turn of at most 128 tokens, a proposal capped at 512, one review
     # answer of at most 384 (as `make run`; the defaults allow 3 x 1,500): each more would be more
-    # of the small model's generation (~1 min per 2,000 tokens on 2 cores), and this test is about
-    # the stages' records.
-    monkeypatch.setenv("AES_PROPOSER_PROMPT_MAX_TOKENS", "1024")
+    # of the small model's generation, and this test is about the stages' records. Under a full
+    # suite run the model server reads a proposal's ~4,000-token prompt at ~40 tokens/s and writes
+    # ~5 tokens/s: two proposals of 1,024 tokens took 10 of the test's 10.5 minutes there.
+    monkeypatch.setenv("AES_PROPOSER_PROMPT_MAX_TOKENS", "512")
     monkeypatch.setenv("AES_REVIEW_MAX_TOKENS", "384")
     monkeypatch.setenv("AES_REVIEW_RETRIES", "0")
     config = FlywheelConfig(generation_mode="prompt", assignments_per_round=1, solver_max_turns=1, solver_max_tokens=128,
@@ -61,8 +62,12 @@ async def test_one_round_with_the_local_model_records_every_stage(local_model_ur
         lines.append(line)
         print(line, flush=True)  # live progress with -s: a small model on 2 cores takes minutes
 
+    # No fresh assignment: the round's one proposal is the retired seed's replacement. The small
+    # model has scored 0 on this seed in every review so far (one turn cannot write the rollup);
+    # should it ever land in the band, the round has nothing to propose and the checks below
+    # still hold.
     async with running(settings, *all_services(config)):
-        [r] = await run_rounds(bus, size, rounds=1, fresh=1, review=True, round_timeout=2000, out=out)
+        [r] = await run_rounds(bus, size, rounds=1, fresh=0, review=True, round_timeout=2000, out=out)
     log = "\n".join(lines)
     assert r.done, log
 
@@ -79,7 +84,7 @@ async def test_one_round_with_the_local_model_records_every_stage(local_model_ur
     # Every assignment ended in a final result, and every stage a candidate passed left its own record.
     results = await bus.history(subjects.RESULT_CALIBRATION, CalibrationResult)
     finals = {x.lineage.assignment_id for x in results if x.decision == "admitted" or not x.resubmitted}
-    assert finals == set(r.finished) and len(finals) == 1 + len(retired), log
+    assert finals == set(r.finished) and len(finals) == len(retired), log
     for x in results:
         stages = [v.stage for v in x.verdicts]
         if x.env_id:  # the proposer produced a candidate: its route was followed in order
