@@ -284,6 +284,10 @@ class Settings:
     vllm_token_ids: str = "auto"
     """Ask for token ids the vLLM way (``return_token_ids``, ``return_tokens_as_token_ids``), which the learner needs:
     ``auto`` (when the server says it is vLLM), ``on`` or ``off``."""
+    model_timeout_s: float = 300.0
+    """Seconds one model call may take; past it the call is abandoned and retried from the start
+    (the tokens generated so far are lost). A completion is returned whole, so this bounds a
+    whole generation: a small model on a busy CPU can need minutes for one long reply."""
     otlp_endpoint: str = ""
     """OTLP/HTTP traces endpoint (e.g. Jaeger's ``http://jaeger:4318``); empty: no export."""
     reset_paths: tuple[str, ...] = ()

@@ -38,7 +38,9 @@ RESULT_STREAM = {
 
 
 async def test_one_round_with_the_local_model_records_every_stage(local_model_url, fresh_nats, bus, monkeypatch):
-    settings = dataclasses.replace(fresh_nats, model_url=local_model_url, model="smollm2-135m")
+    # A proposal may take minutes under a full suite run; one abandoned at the default 300 s was
+    # asked for again from the start (5 minutes of the model server's work lost once).
+    settings = dataclasses.replace(fresh_nats, model_url=local_model_url, model="smollm2-135m", model_timeout_s=1800.0)
     # No revisions, one solver turn of at most 128 tokens, a proposal capped at 512, one review
     # answer of at most 384 (as `make run`; the defaults allow 3 x 1,500): each more would be more
     # of the small model's generation, and this test is about the stages' records. Under a full

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -125,6 +126,22 @@ async def test_a_key_protected_endpoint_gets_the_role_key_and_vllm_gets_asked_fo
             with pytest.raises(ModelRequestError):  # replay has no more replies: the body was sent
                 await client.chat(MESSAGES)
         assert srv.requests[1]["return_tokens_as_token_ids"] is True
+
+
+async def test_a_call_past_the_model_timeout_is_abandoned_and_retried():
+    """``AES_MODEL_TIMEOUT_S`` bounds one whole call: an answer held past it is given up on and
+    asked for again, and one within it is taken."""
+    with ReplayServer(["a", "b", "c"], delay_s=1.0) as srv:
+        settings = Settings(model_url=srv.url, model="replay", model_timeout_s=0.3)
+        async with chat_client(settings) as client:
+            client.retry = RetryPolicy(attempts=2, backoff_s=0.01)
+            with pytest.raises(ModelUnavailableError, match="failed 2 times; last: ReadTimeout"):
+                await client.chat(MESSAGES)
+        async with chat_client(dataclasses.replace(settings, model_timeout_s=10.0)) as client:
+            turn = await client.chat(MESSAGES)
+    assert turn.text in ("a", "b", "c")
+    with pytest.raises(ValueError, match="AES_MODEL_TIMEOUT_S: expected seconds > 0"):
+        chat_client(dataclasses.replace(settings, model_timeout_s=0.0))
 
 
 async def test_cost_per_call_uses_reported_usage():
