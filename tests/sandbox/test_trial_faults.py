@@ -1,9 +1,13 @@
-"""Faults are not rewards: a Docker failure outside the agent's container ends the trial with a
-``TrialFault`` (a transient fault: the bus redelivers the calibration or training attempt, then
-dead-letters it) instead of a reward of 0. The fault is injected into the real trial path (the
-engine itself cannot be made to fail on cue)."""
+"""Faults are not rewards: a Docker failure outside the agent's container, or on it while it
+runs, ends the trial with a ``TrialFault`` (a transient fault: the bus redelivers the calibration
+or training attempt, then dead-letters it) instead of a reward of 0. The engine refuses a live
+container's command when it is paused; other faults are injected into the real trial path (the
+engine cannot fail on cue)."""
 
 from __future__ import annotations
+
+import asyncio
+import dataclasses
 
 import pytest
 from replay_server import ReplayServer
@@ -18,7 +22,7 @@ from aes_lib.flywheel.calibration import CalibrationRule
 from aes_lib.flywheel.revision import RolloutEvidence
 from aes_lib.models import ChatClient
 from aes_lib.domains.kinds import DomainKinds
-from aes_lib.sandbox import ImageCache, OracleAgent, Sandbox, SandboxError, TrialFault, run_trial
+from aes_lib.sandbox import AgentOutcome, ImageCache, OracleAgent, Sandbox, SandboxError, TrialFault, run_trial
 
 pytestmark = pytest.mark.docker
 
@@ -36,6 +40,27 @@ async def test_docker_fault_in_the_verifier_is_no_reward(make_task, images, test
     with pytest.raises(TrialFault, match="injected") as e:
         await run_trial(Task.load(make_task()), OracleAgent(Task.load(make_task())), images, labels=test_label)
     assert classify(e.value) == "transient"
+
+
+@dataclasses.dataclass
+class RefusedWhileRunning:
+    """An agent whose command the engine refuses while its container runs: paused by the engine's
+    operator (the agent cannot pause it), as a runtime that times out under load refuses one."""
+
+    async def run(self, sandbox: Sandbox, instruction: str) -> AgentOutcome:
+        await asyncio.to_thread(sandbox.container.pause)
+        try:
+            await sandbox.exec("true", timeout=30)
+        finally:
+            await asyncio.to_thread(sandbox.container.unpause)
+        return AgentOutcome(exit_code=0)
+
+
+async def test_an_engine_error_on_the_agents_live_container_is_no_reward(make_task, images, test_label) -> None:
+    # The agent's container is the agent's to break (stopping it scores 0, test_validation.py), but
+    # this one still runs: the engine failed, and a reward of 0 would be a fault made a verdict.
+    with pytest.raises(TrialFault, match="paused"):
+        await run_trial(Task.load(make_task()), RefusedWhileRunning(), images, labels=test_label)
 
 
 async def test_fault_in_a_calibration_rollout_decides_nothing(make_task, docker_client, tmp_path,

@@ -361,12 +361,17 @@ class SandboxVerdict(SandboxError):
     ``SandboxError`` in a trial is the infrastructure's and never a reward."""
 
 
+class DaemonError(SandboxError):
+    """The engine refused or failed a request: the container died under it, or the engine
+    itself failed (e.g. a runtime timeout under load), which only the container's state tells apart."""
+
+
 async def _call(fn, *args, **kwargs):
-    """``fn`` in a worker thread; a daemon error (e.g. the container died) becomes SandboxError."""
+    """``fn`` in a worker thread; a daemon error (e.g. the container died) becomes DaemonError."""
     try:
         return await asyncio.to_thread(fn, *args, **kwargs)
     except docker.errors.APIError as e:
-        raise SandboxError(str(e)) from e
+        raise DaemonError(str(e)) from e
 
 
 _STDOUT, _STDERR = 1, 2
@@ -604,6 +609,16 @@ class Sandbox:
         """The container's current ``docker inspect`` record."""
         await _call(self.container.reload)
         return self.container.attrs
+
+    async def running(self) -> bool:
+        """Whether the container is still up (a paused one is: only the engine's operator pauses)."""
+        try:
+            await asyncio.to_thread(self.container.reload)
+        except docker.errors.NotFound:
+            return False
+        except docker.errors.APIError as e:
+            raise DaemonError(str(e)) from e
+        return bool(self.container.attrs["State"]["Running"])
 
     async def put_dir(self, local: str | Path, remote: str) -> None:
         """Copy the contents of directory ``local`` into ``remote``, which becomes a root-owned

@@ -26,7 +26,8 @@ from aes_lib.bundle import Task
 from aes_lib.bundle.compose import MAIN
 from aes_lib.sandbox import artifacts, verifier
 from aes_lib.faults import TransientError
-from aes_lib.sandbox.container import KILL_ALL, ExecResult, LimitCaps, Limits, Sandbox, SandboxError, SandboxVerdict
+from aes_lib.sandbox.container import (KILL_ALL, DaemonError, ExecResult, LimitCaps, Limits, Sandbox, SandboxError,
+                                       SandboxVerdict)
 from aes_lib.sandbox.images import ImageCache
 from aes_lib.sandbox.services import task_services
 
@@ -223,9 +224,9 @@ async def _agent_then_verifier(
 ) -> tuple[AgentOutcome, ExecResult, bytes | None, bytes | None]:
     async def turn() -> tuple[AgentOutcome, IO[bytes]]:
         await _start_services(sb, startup)
-        outcome = await _agents(_agent_turn(sb, task, agent))
-        await _agents(_collect(sb, task))
-        return outcome, await _agents(verifier.snapshot(sb))
+        outcome = await _agents(sb, _agent_turn(sb, task, agent))
+        await _agents(sb, _collect(sb, task))
+        return outcome, await _agents(sb, verifier.snapshot(sb))
 
     pristine, (outcome, snap) = await _while_surveyed(fresh, env, turn())
     with snap:
@@ -240,14 +241,14 @@ async def _agent_then_separate_verifier(
 ) -> tuple[AgentOutcome, ExecResult, bytes | None, bytes | None]:
     async def turn() -> AgentOutcome:
         await _start_services(sb, startup)
-        outcome = await _agents(_agent_turn(sb, task, agent))
-        await _agents(_collect(sb, task))
-        await _agents(sb.kill_all())
+        outcome = await _agents(sb, _agent_turn(sb, task, agent))
+        await _agents(sb, _collect(sb, task))
+        await _agents(sb, sb.kill_all())
         return outcome
 
     pristine, outcome = await _while_surveyed(fresh, env, turn())
     # Artifacts never land on the verifier's toolchain, tests or reward files.
-    carried = await _agents(artifacts.collect(sb, artifacts.artifact_paths(task), pristine.protected))
+    carried = await _agents(sb, artifacts.collect(sb, artifacts.artifact_paths(task), pristine.protected))
     await _all(sb.close(), artifacts.place(fresh, carried, None if bundled_tests else task.tests_dir))
     return (outcome, *await _verify(fresh, task, {}))
 
@@ -269,9 +270,9 @@ async def _steps(task: Task, agent: Agent, env: dict[str, str], start, startup: 
 
             async def turn() -> tuple[AgentOutcome, IO[bytes]]:
                 await _start_services(sb, startup)
-                outcome = await _agents(_agent_turn(sb, view, actor))
-                await _agents(_collect(sb, view))
-                return outcome, await _agents(verifier.snapshot(sb))
+                outcome = await _agents(sb, _agent_turn(sb, view, actor))
+                await _agents(sb, _collect(sb, view))
+                return outcome, await _agents(sb, verifier.snapshot(sb))
 
             async with start() as fresh:
                 pristine, (outcome, snap) = await _while_surveyed(fresh, env, turn())
@@ -384,13 +385,20 @@ async def _agent_turn(sb: Sandbox, task: Task, agent: Agent) -> AgentOutcome:
         return AgentOutcome(timed_out=True, output=f"agent exceeded {budget:.0f}s")
 
 
-async def _agents(work: Awaitable[T]) -> T:
-    """``work`` on the agent's container: the agent controls it (it may have stopped it), so a
-    failure there is the attempt's, not the infrastructure's."""
+async def _agents(sb: Sandbox, work: Awaitable[T]) -> T:
+    """``work`` on the agent's container ``sb``: the agent controls it (it may have stopped it), so
+    a failure there is the attempt's, except an engine error while the container still runs: that
+    one is the infrastructure's (under load a runtime times out), never a reward of 0."""
     try:
         return await work
+    except SandboxVerdict:
+        raise
+    except DaemonError as e:
+        if await sb.running():
+            raise
+        raise SandboxVerdict(str(e)) from e
     except SandboxError as e:
-        raise e if isinstance(e, SandboxVerdict) else SandboxVerdict(str(e)) from e
+        raise SandboxVerdict(str(e)) from e
 
 
 async def _all(*aws: Awaitable[T]) -> list[T]:
