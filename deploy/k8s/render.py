@@ -18,11 +18,13 @@ from pathlib import Path
 import yaml
 
 from aes_lib.bus.streams import stream_for
-from aes_services.registry import DOMAIN_GATES, SERVICES, SEPARATE_LEARNERS, service_class
+from aes_services.registry import DOMAIN_GATES, SERVICES, SEPARATE_LEARNERS, TRAIN, service_class
 
 BASE = Path(__file__).resolve().parent / "base"
 NAMESPACE = "aes"
 IMAGE = "autoenvscaling:0.1.0"
+TRAIN_IMAGE = "autoenvscaling-train:0.1.0"
+"""The image built with the ``train`` extra (torch), for ``registry.TRAIN`` and the model server."""
 PART_OF = "autoenvscaling"
 
 SANDBOX = ("validator", "reset", "calibrator", "proposer", "rollouts", "pool-review", *DOMAIN_GATES)
@@ -113,7 +115,7 @@ def deployment(name: str) -> dict:
         volumes.append({"name": "docker-data", "emptyDir": {"sizeLimit": "30Gi"}})
     container = {
         "name": "service",
-        "image": IMAGE,
+        "image": TRAIN_IMAGE if name in TRAIN else IMAGE,
         "args": ["service", name],
         "envFrom": [{"configMapRef": {"name": "aes-settings"}}],
         "env": env,

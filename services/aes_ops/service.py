@@ -52,15 +52,16 @@ def run(name: str, launch: Launch) -> int:
         if ranks:
             raise ServiceUsageError("--replicas and --nproc/--nnodes do not combine: a learner is one consumer")
         return replicas(name, launch.replicas)
-    from aes_lib.learner.distributed import under_torchrun
-
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     ready: Callable[[], None] | None = launch.ready_file.touch if launch.ready_file else None
-    if under_torchrun():  # one rank of a learner (the launcher below started us)
-        from aes_services.learner_ranks import run_rank
+    if is_learner(service_cls):
+        from aes_lib.learner.distributed import under_torchrun
 
-        run_rank(service_cls, Settings.from_env(), ready)
-        return 0
+        if under_torchrun():  # one rank of a learner (the launcher below started us)
+            from aes_services.learner_ranks import run_rank
+
+            run_rank(service_cls, Settings.from_env(), ready)
+            return 0
     if ranks:
         torchrun(name, launch, *ranks)  # does not return
     from aes_lib.bus import run_service
@@ -71,11 +72,16 @@ def run(name: str, launch: Launch) -> int:
     return 0
 
 
+def is_learner(service_cls: type) -> bool:
+    """Whether the class is a ``LearnerService``, without importing it (torch: the ``train``
+    extra, absent from the service image): a subclass has imported its module already."""
+    learner = sys.modules.get("aes_services.learner")
+    return learner is not None and issubclass(service_cls, learner.LearnerService)
+
+
 def learner_ranks(service_cls: type, name: str, launch: Launch) -> tuple[int, int] | None:
     """(processes per node, nodes) when the service is a learner on several ranks, else None."""
-    from aes_services.learner import LearnerService
-
-    if not issubclass(service_cls, LearnerService):
+    if not is_learner(service_cls):
         if launch.nproc or launch.nnodes > 1:
             raise ServiceUsageError(f"--nproc/--nnodes run a learner on several ranks; {name} is not a learner")
         return None

@@ -40,6 +40,9 @@ TRAINING = ("learner", "learner-solver", "learner-proposer", "proposer-samples",
 follows the learner's weights (``AES_ENGINE=vllm`` or ``torch``)."""
 SEPARATE_LEARNERS = ("learner-solver", "learner-proposer")
 """With ``AES_POLICY_MODE=separate`` these replace ``learner`` (one model per role)."""
+TRAIN = ("learner", *SEPARATE_LEARNERS, "weight-sync", "metrics")
+"""The services that need the ``train`` extra (torch, transformers, safetensors, tensorboard), so
+the training image; every other one runs on the smaller service image (compose.yaml, deploy/k8s)."""
 
 
 def stack_services(engine: str, policy_mode: str) -> dict[str, str]:
@@ -57,7 +60,13 @@ ADMISSION = ("validator", "contamination", "review", "reset", "calibrator")
 def service_class(spec: str) -> type:
     """The class named by ``module:Class``."""
     module, _, cls = spec.partition(":")
-    return getattr(importlib.import_module(module), cls)
+    try:
+        return getattr(importlib.import_module(module), cls)
+    except ModuleNotFoundError as e:
+        if e.name and e.name.partition(".")[0].startswith("aes_"):
+            raise
+        raise ModuleNotFoundError(f"{spec} needs {e.name!r}, which is not installed; the training services "
+                                  f"({', '.join(TRAIN)}) need pip install 'autoenvscaling[train]'", name=e.name) from e
 
 
 def builtin_stages() -> dict[str, bool]:

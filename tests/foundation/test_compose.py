@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from aes_services.registry import SERVICES
+from aes_services.registry import SERVICES, TRAIN
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "compose.yaml").read_text())
@@ -32,7 +32,6 @@ def test_every_registered_service_is_in_compose() -> None:
         assert svc["command"] == ["service", name]
         assert svc["build"]["dockerfile"] == "deploy/service.Dockerfile"
         assert (ROOT / svc["build"]["dockerfile"]).is_file()
-        assert svc["image"].startswith("${AES_SERVICE_IMAGE")
 
 
 def test_services_are_scalable_and_configured() -> None:
@@ -70,7 +69,16 @@ def test_registry_images_are_pinned_and_local_ones_selectable() -> None:
     assert _default(services["otlp"]["image"]) == "jaegertracing/all-in-one:1.62.0"
     local = dict(line.split("=", 1) for line in (ROOT / "deploy/images/local.env").read_text().splitlines()
                  if line and not line.startswith("#"))
-    assert set(local) == {"AES_NATS_IMAGE", "AES_S3_IMAGE", "AES_OTLP_IMAGE", "AES_SERVICE_IMAGE"}
+    assert set(local) == {"AES_NATS_IMAGE", "AES_S3_IMAGE", "AES_OTLP_IMAGE", "AES_SERVICE_IMAGE", "AES_TRAIN_IMAGE"}
+
+
+def test_only_the_training_services_run_on_the_training_image() -> None:
+    # The service image lacks torch (tests/packaging/test_dependencies.py checks they import without it).
+    images = {name: svc["image"] for name, svc in COMPOSE["services"].items() if name not in INFRA - {"model"}}
+    train = {name for name, image in images.items() if image.startswith("${AES_TRAIN_IMAGE")}
+    assert train == {*TRAIN, "model"}  # the torch model server too
+    assert all(images[name].startswith("${AES_SERVICE_IMAGE") for name in set(images) - train)
+    assert COMPOSE["services"]["learner"]["build"]["args"] == {"AES_EXTRAS": "train"}
 
 
 def test_infrastructure_is_health_checked_and_keeps_its_data() -> None:

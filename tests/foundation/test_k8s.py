@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from aes_lib.bus.streams import stream_for
-from aes_services.registry import DOMAIN_GATES, SERVICES, service_class
+from aes_services.registry import DOMAIN_GATES, SERVICES, TRAIN, service_class
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "k8s"
@@ -361,7 +361,10 @@ def test_production_overlay_pins_the_image_and_widens_bounds() -> None:
     prod = index(OVERLAYS["production"])
     base = index(BASE)
     images = {c["image"] for o in prod.values() for c in containers(o) if "autoenvscaling" in c["image"]}
-    assert images == {"registry.example.com/autoenvscaling:0.1.0"}
+    assert images == {"registry.example.com/autoenvscaling:0.1.0", "registry.example.com/autoenvscaling-train:0.1.0"}
+    # Only the training services and the model server carry torch (the train extra).
+    train = {key[1] for key, o in prod.items() if any(c["image"].endswith("-train:0.1.0") for c in containers(o))}
+    assert train == {*TRAIN, "model"}, train
     for name in ("validator", "calibrator", "rollouts"):
         assert prod[("ScaledObject", name)]["spec"]["maxReplicaCount"] > \
             base[("ScaledObject", name)]["spec"]["maxReplicaCount"]

