@@ -63,7 +63,9 @@ def service_class(spec: str) -> type:
     try:
         return getattr(importlib.import_module(module), cls)
     except ModuleNotFoundError as e:
-        if e.name and e.name.partition(".")[0].startswith("aes_"):
+        # Only a training service's missing third-party package means the train extra is absent
+        # (a plug-in's missing dependency is its own).
+        if spec not in {SERVICES[name] for name in TRAIN} or (e.name or "").startswith("aes_"):
             raise
         raise ModuleNotFoundError(f"{spec} needs {e.name!r}, which is not installed; the training services "
                                   f"({', '.join(TRAIN)}) need pip install 'autoenvscaling[train]'", name=e.name) from e
