@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import socket
 import subprocess
 import sys
@@ -13,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from aes_lib.sandbox import Limits, Sandbox, reap
-from aes_lib.sandbox.container import MANAGED_LABEL, OWNER_PID_LABEL, owner_labels, remove_egress_network
+from aes_lib.sandbox.container import (MANAGED_LABEL, OWNER_PID_LABEL, DaemonError, owner_labels,
+                                      remove_egress_network)
 
 pytestmark = pytest.mark.docker
 IMAGE = "aes-base:latest"
@@ -129,6 +131,10 @@ async def test_copy_in_and_out(docker_client, test_label, tmp_path: Path) -> Non
         ran = await sb.exec("/data/in/sub/run.sh && cat /data/b.txt", timeout=30)
         assert await sb.get_file("/data/in/a.txt") == b"alpha"
         assert await sb.get_file("/data/missing") is None
+        # Any other refusal is the engine's (a DaemonError the trial can tell from a verdict), not a raw docker error.
+        for read in (sb.get_file(""), sb.get_archive("", io.BytesIO(), 1 << 20)):
+            with pytest.raises(DaemonError, match="400"):
+                await read
         assert await sb.get_dir("/data", tmp_path / "out")
     assert ran.output.split() == ["ran", "beta"]
     assert (tmp_path / "out" / "in" / "sub" / "run.sh").read_text() == "#!/bin/sh\necho ran\n"

@@ -647,6 +647,8 @@ class Sandbox:
             stream, _ = await asyncio.to_thread(self.container.get_archive, remote)
         except docker.errors.NotFound:
             return False
+        except docker.errors.APIError as e:
+            raise DaemonError(str(e)) from e
         await asyncio.to_thread(_copy_limited, stream, dest, max_bytes, remote)
         return True
 
@@ -670,6 +672,8 @@ class Sandbox:
             stream, st = await asyncio.to_thread(self.container.get_archive, remote)
         except docker.errors.NotFound:
             return None
+        except docker.errors.APIError as e:
+            raise DaemonError(str(e)) from e
         if st["size"] > max_bytes:
             raise SandboxError(f"{remote}: {st['size']} bytes > {max_bytes}")
         data = b"".join(await asyncio.to_thread(list, stream))
