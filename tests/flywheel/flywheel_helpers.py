@@ -96,12 +96,19 @@ async def drain_workqueue(bus: Bus, subject: str, type_, n: int, timeout: float 
 
 
 async def idle(bus: Bus, service) -> None:
-    """Until ``service``'s consumer has nothing pending and nothing unacknowledged."""
+    """Until ``service``'s consumer has nothing pending and nothing unacknowledged. A consumer
+    not created yet (its service is still starting, e.g. restarted after a kill) has consumed
+    nothing: waited for too, never taken as idle."""
+    from nats.js.errors import NotFoundError
+
     from aes_lib.bus import stream_for
 
     while True:
-        info = await bus.js.consumer_info(stream_for(service.subject), service.name)
-        if info.num_pending == 0 and info.num_ack_pending == 0:
+        try:
+            info = await bus.js.consumer_info(stream_for(service.subject), service.name)
+        except NotFoundError:
+            info = None
+        if info is not None and info.num_pending == 0 and info.num_ack_pending == 0:
             return
         await asyncio.sleep(0.1)
 
