@@ -13,13 +13,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import hashlib
 import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
-from aes_lib.agents.loop import LoopLimits
+from aes_lib.agents.loop import SEED_RANGE, LoopLimits
 from aes_lib.config import Settings
 from aes_lib.models.weights import EngineWeightsError, TorchEngineClient
 from aes_ops.evaluation import summarize, task_mean
@@ -61,6 +62,18 @@ class EvalOptions:
     """Completion tokens per model call."""
     policy_version: int | None = None
     """The learner's published version to load into a private engine (0: base weights)."""
+    seed: int | None = None
+    """Attempt i of task T samples with seeds derived from (seed, T, i): a re-run on the same
+    policy repeats its attempts, and two policies are scored on the same random numbers (a
+    paired comparison; engines that honour a request's seed: vLLM, torch, llama.cpp). Exact with
+    ``concurrency`` 1; attempts batched together can, rarely, draw differently where the engine's
+    arithmetic depends on its batch. None: unseeded."""
+
+
+def attempt_seed(seed: int, task: str, attempt: int) -> int:
+    """The first sampling seed of ``attempt`` at ``task`` under the run's ``seed``."""
+    digest = hashlib.sha256(f"{seed}/{task}/{attempt}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") % SEED_RANGE
 
 
 @dataclasses.dataclass
@@ -175,8 +188,10 @@ async def _attempts(tasks: list[tuple[TaskResult, object]], url: str, model: str
         async with gate:
             if res.error:  # an earlier attempt failed: the task is out of the average anyway
                 return
+            seeded = limits if options.seed is None else dataclasses.replace(
+                limits, seed=attempt_seed(options.seed, task.name, i))
             try:
-                r = await rollout(task, client, images, store, limits, env_id=task.name,
+                r = await rollout(task, client, images, store, seeded, env_id=task.name,
                                   rollout_id=f"eval-{run}-{re.sub(r'[^A-Za-z0-9_.-]', '_', task.name)}-{i}")
             except Exception as e:  # build failure, Docker gone...: this task, not the whole run
                 res.error = f"attempt {i + 1}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
@@ -249,6 +264,7 @@ async def evaluate(folders: list[Path], settings: Settings, options: EvalOptions
         "avg": summary.avg,
         "ci95": list(summary.ci95) if summary.ci95 else None,
         "k": options.k,
+        "seed": options.seed,
         "n_tasks": summary.n_tasks,
         "policy_version": served["version"] if served else "unknown",
         "sampled_versions": sorted(set().union(*(r.versions for r in results))),

@@ -11,7 +11,7 @@ statistics, the procedural proposer, the validator, the calibrator, the pool and
 review and validation runs) is counted apart, its solver runs held to the training rollouts' turn
 and token limits. Before the first wave and every ``eval_every`` waves the served policy is
 scored (``aes_ops.evaluate``) on a fixed held-out set of family instances per difficulty, which
-no pool meets.
+no pool meets, with sampling seeded by the run's seed (the arms of a seed are paired).
 
 Measured per run: held-out mean reward and full-pass rate after each evaluation point (with the
 95% t interval over the held-out tasks), the learner's updates, the share of training groups with
@@ -181,8 +181,10 @@ class _Difficulties:
 async def _heldout_point(settings: Settings, held: list[Instance], folders: list[Path], wave: int,
                          result: RunResult, tally: LearnerTally, cfg: ExperimentConfig, training: TrainingConfig,
                          say: Callable[[str], None]) -> None:
+    # Seeded by the run's seed: both arms of a seed, and every point of a run, draw the same
+    # random numbers, so a difference between them is the policy's, not the sampler's.
     report = await evaluate(folders, settings, EvalOptions(k=cfg.eval_k, concurrency=4, max_turns=training.max_turns,
-                                                           max_tokens=training.max_tokens))
+                                                           max_tokens=training.max_tokens, seed=result.seed))
     level: dict[str, list[float]] = {}
     attempts: list[float] = []
     for inst, task in zip(held, report["tasks"]):

@@ -127,6 +127,32 @@ def test_eval_dataset_on_base_weights(tiny_model, tmp_path, monkeypatch, capsys)
 
 @pytest.mark.docker
 @pytest.mark.model
+def test_eval_with_a_seed_repeats_its_attempts(tiny_model, tmp_path, monkeypatch, capsys):
+    """--seed: the same seed draws the same samples from the same policy, every attempt and every
+    turn; the attempts of one run, and another seed, draw others. One attempt at a time, so that
+    no batch mate changes the engine's arithmetic."""
+    task = tmp_path / QUICK_SEEDS[0]
+    shutil.copytree(SEEDS / QUICK_SEEDS[0], task)
+    blob_url = f"file://{tmp_path / 'blobs'}"
+    _env(monkeypatch, home=tmp_path / "home", blob_url=blob_url, tiny=tiny_model)
+
+    def samples(seed: int) -> list[tuple]:
+        code = main(["eval", str(task), "--k", "3", "--max-turns", "2", "--concurrency", "1", "--seed", str(seed),
+                     "--json"])
+        report = json.loads(capsys.readouterr()[0])
+        assert code == 0 and report["seed"] == seed
+        [t] = report["tasks"]
+        return sorted(tuple(tuple(turn.completion_token_ids) for turn in tr.turns)
+                      for tr in _load_trajectories(blob_url, t["trajectories"]))
+
+    first, again, other = samples(7), samples(7), samples(8)
+    assert first == again
+    assert len(set(first)) == 3 and all(len(set(turns)) == len(turns) for turns in first)
+    assert not set(first) & set(other)
+
+
+@pytest.mark.docker
+@pytest.mark.model
 async def test_eval_published_policy_version(tiny_model, fresh_nats, tmp_path, monkeypatch, capsys):
     """--policy-version 1 loads the learner's published checkpoint into the private engine."""
     import torch

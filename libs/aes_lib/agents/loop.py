@@ -48,9 +48,16 @@ class LoopLimits:
     max_tokens: int = 384
     """Completion tokens per model call."""
     temperature: float = 0.7
+    seed: int | None = None
+    """Sampling seed of the first model call (the n-th asks for seed + n), for an episode that
+    must repeat exactly on the same policy (``aes eval --seed``); None: the engine's randomness."""
     history_turns: int = 6
     """Past exchanges re-sent to the model (the task itself always is); keeps a small
     model's context bounded while the trajectory records everything."""
+
+
+SEED_RANGE = 2**31
+"""Sampling seeds stay below this: every engine takes them (vLLM, torch, llama.cpp)."""
 
 
 def _observation(exit_code: int, output: str, timed_out: bool, limit: int) -> str:
@@ -77,7 +84,9 @@ async def run_loop(
             break
         window = [m for ex in exchanges[-limits.history_turns :] for m in ex]
         try:
-            chat = await client.chat(head + window, max_tokens=limits.max_tokens, temperature=limits.temperature)
+            seed = None if limits.seed is None else (limits.seed + index) % SEED_RANGE
+            chat = await client.chat(head + window, max_tokens=limits.max_tokens, temperature=limits.temperature,
+                                     seed=seed)
         except ModelError as e:
             traj.stop_reason, traj.error = "model_error", str(e)
             break

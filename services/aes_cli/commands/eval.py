@@ -8,6 +8,8 @@ to load or run are listed with their error and left out of the average.
 The policy evaluated: ``--policy-version V`` serves the learner's published
 version V (0: the base weights) from a private torch engine; otherwise whatever
 ``AES_MODEL_URL`` serves, or the base weights in a private engine when it is empty.
+``--seed S`` makes the attempts repeatable: the same S draws the same samples from the
+same policy, so two versions are compared on the same random numbers.
 
 Exit status: 0 all tasks scored, 1 a task failed to load or run (or the model
 engine did not start), 2 a bad DATASET or an unpublished ``--policy-version``; the
@@ -60,7 +62,7 @@ def render(report: dict) -> str:
 def _run(args: argparse.Namespace) -> int:
     folders = _input(task_folders, args.dataset)
     options = EvalOptions(k=args.k, concurrency=args.concurrency, max_turns=args.max_turns,
-                          policy_version=args.policy_version)
+                          policy_version=args.policy_version, seed=args.seed)
     with Progress("eval") as progress:
         report = _input(lambda: asyncio.run(evaluate(folders, Settings.from_env(), options, progress)))
     if args.json:
@@ -87,7 +89,7 @@ def _positive(text: str) -> int:
     return n
 
 
-def _version(text: str) -> int:
+def _nonnegative(text: str) -> int:
     n = int(text)
     if n < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {n}")
@@ -97,11 +99,14 @@ def _version(text: str) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="avg@k of the solver on a Harbor dataset, with a 95%% interval over tasks")
     p.add_argument("dataset", type=Path, metavar="DATASET", help="folder of task folders, or one task folder")
-    p.add_argument("--policy-version", type=_version, default=None, metavar="V",
+    p.add_argument("--policy-version", type=_nonnegative, default=None, metavar="V",
                    help="evaluate the learner's published version V (0: base weights) in a private engine; "
                         "default: whatever AES_MODEL_URL serves")
     p.add_argument("--k", type=_positive, default=5, help="attempts per task (default 5, as avg@5)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.add_argument("--concurrency", type=_positive, default=4, metavar="N", help="attempts running at once (default 4)")
     p.add_argument("--max-turns", type=_positive, default=LoopLimits.max_turns, metavar="T", help="model calls per attempt")
+    p.add_argument("--seed", type=_nonnegative, default=None, metavar="S",
+                   help="sample every attempt with seeds derived from S, the task and the attempt: the same S "
+                        "repeats the attempts of the same policy and scores two policies on the same draws")
     p.set_defaults(func=_run)
