@@ -641,15 +641,21 @@ class Sandbox:
             tar.addfile(info, io.BytesIO(data))
         await _call(self.container.put_archive, "/", buf.getvalue())
 
-    async def get_archive(self, remote: str, dest: IO[bytes], max_bytes: int) -> bool:
-        """Write Docker's tar of ``remote`` to ``dest`` (at most ``max_bytes``); False if absent."""
+    async def _archive(self, remote: str) -> tuple[Iterator[bytes], dict] | None:
+        """Docker's tar stream of ``remote`` and its stat; None if absent. Any other refusal is
+        the engine's (DaemonError), never an absent file."""
         try:
-            stream, _ = await asyncio.to_thread(self.container.get_archive, remote)
+            return await asyncio.to_thread(self.container.get_archive, remote)
         except docker.errors.NotFound:
-            return False
+            return None
         except docker.errors.APIError as e:
             raise DaemonError(str(e)) from e
-        await asyncio.to_thread(_copy_limited, stream, dest, max_bytes, remote)
+
+    async def get_archive(self, remote: str, dest: IO[bytes], max_bytes: int) -> bool:
+        """Write Docker's tar of ``remote`` to ``dest`` (at most ``max_bytes``); False if absent."""
+        if (found := await self._archive(remote)) is None:
+            return False
+        await asyncio.to_thread(_copy_limited, found[0], dest, max_bytes, remote)
         return True
 
     async def get_files(self, remote_dir: str, max_bytes: int = 16 << 20) -> dict[str, bytes]:
@@ -668,12 +674,9 @@ class Sandbox:
 
     async def get_file(self, remote: str, max_bytes: int = 16 << 20) -> bytes | None:
         """The contents of regular file ``remote``, or None if it does not exist."""
-        try:
-            stream, st = await asyncio.to_thread(self.container.get_archive, remote)
-        except docker.errors.NotFound:
+        if (found := await self._archive(remote)) is None:
             return None
-        except docker.errors.APIError as e:
-            raise DaemonError(str(e)) from e
+        stream, st = found
         if st["size"] > max_bytes:
             raise SandboxError(f"{remote}: {st['size']} bytes > {max_bytes}")
         data = b"".join(await asyncio.to_thread(list, stream))
