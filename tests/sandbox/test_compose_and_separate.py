@@ -15,10 +15,10 @@ import pytest
 
 from aes_lib.bundle import Task
 from aes_lib.sandbox import validate_task
-from aes_lib.sandbox.artifacts import collect
+from aes_lib.sandbox.artifacts import artifact_paths, collect
 from aes_lib.sandbox.container import Limits, Sandbox
 from aes_lib.sandbox.trial import AgentOutcome, run_trial
-from aes_lib.sandbox.verifier import protect
+from aes_lib.sandbox.verifier import result_paths
 
 from test_hostile_builds import connect_script, host_addresses, listener  # noqa: F401  (a fixture)
 
@@ -98,19 +98,10 @@ chmod +x /usr/local/bin/python3; cp /usr/local/bin/python3 /usr/bin/python3
 mkdir -p /logs/verifier /tests && echo 1 > /logs/verifier/reward.txt && cp /usr/bin/python3 /tests/test.sh
 echo '{"reward": 1}' > /logs/verifier/reward.json
 """
-# A task that names the verifier's toolchain, tests and reward files as artifacts (a proposer
-# leaving its solver a way in): they are still not carried.
-HOSTILE_ARTIFACTS = 'artifacts = ["/app/report.json", "/usr/local/bin/python3", "/usr/bin", "/logs/verifier", "/tests"]'
 
 
-@pytest.mark.parametrize("hostile", [False, True], ids=["declared", "hostile-artifacts"])
-async def test_a_separate_verifier_sees_only_the_artifacts(images, test_label, tmp_path, hostile) -> None:
-    root = copy_task("separate-verifier", tmp_path)
-    if hostile:
-        toml = root / "task.toml"
-        toml.write_text(toml.read_text().replace('artifacts = ["/app/report.json"]', HOSTILE_ARTIFACTS))
-    task = Task.load(root)
-    assert len(task.config.artifacts) == (5 if hostile else 1)
+async def test_a_separate_verifier_sees_only_the_artifacts(images, test_label, tmp_path) -> None:
+    task = Task.load(copy_task("separate-verifier", tmp_path))
     tampered = await run_trial(task, ScriptAgent(TAMPER), images, labels=test_label)
     assert tampered.agent.exit_code == 0 and tampered.reward == 0.0, tampered.log()
     honest = await run_trial(task, ScriptAgent("bash /dev/stdin <<'EOF'\n" + (task.solution_dir / "solve.sh").read_text()
@@ -118,7 +109,24 @@ async def test_a_separate_verifier_sees_only_the_artifacts(images, test_label, t
     assert honest.reward == 1.0, honest.log()
 
 
-async def test_artifacts_carry_files_and_folders_never_links_nor_protected_paths(docker_client, test_label) -> None:
+def test_artifacts_never_name_a_system_or_verifier_path(tmp_path) -> None:
+    # A proposer leaving its solver a way in: the verifier's toolchain, tests and reward files,
+    # named as they are or below the working directory (/ here).
+    root = copy_task("separate-verifier", tmp_path)
+    toml = root / "task.toml"
+    toml.write_text(toml.read_text().replace('artifacts = ["/app/report.json"]', (
+        'artifacts = ["/usr/local/bin/python3", "/usr/bin", "/logs/verifier", "/tests", "/etc", "/", '
+        '"usr/local/bin/python3", "etc/passwd", "report.json", "/app/report.json"]')))
+    task = Task.load(root)
+    assert task.config.environment.workdir is None
+    assert artifact_paths(task) == ["/logs/artifacts", "/report.json", "/app/report.json"]
+    # In a shared verifier, relative ones are below the image's working directory (/app here).
+    assert result_paths(task, "/app") == (["/app"], [
+        f"artifact {p} is reserved for the verifier's toolchain: not carried"
+        for p in ("/usr/local/bin/python3", "/usr/bin", "/logs/verifier", "/tests", "/etc", "/")])
+
+
+async def test_artifacts_carry_files_and_folders_never_links(docker_client, test_label) -> None:
     async with Sandbox.start("aes-base:latest", client=docker_client, labels=test_label) as sb:
         r = await sb.exec("mkdir -p /logs/artifacts/sub /app && echo a > /logs/artifacts/sub/a.txt"
                           " && ln -s /etc/shadow /logs/artifacts/shadow && mkfifo /logs/artifacts/pipe"
@@ -126,8 +134,7 @@ async def test_artifacts_carry_files_and_folders_never_links_nor_protected_paths
                           " && mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt"
                           " && echo x > /usr/local/bin/planted", timeout=30, user=0)
         assert r.exit_code == 0, r.output
-        data = await collect(sb, ["/logs/artifacts", "/app/out.txt", "/app/absent", "/logs/verifier",
-                                  "/usr/local/bin/planted"], protect("/root", []))
+        data = await collect(sb, ["/logs/artifacts", "/app/out.txt", "/app/absent"])
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         members = {m.name: m for m in tar}
         assert sorted(n for n, m in members.items() if m.isreg()) == ["app/out.txt", "logs/artifacts/sub/a.txt"]

@@ -30,10 +30,14 @@ pytestmark = pytest.mark.docker
 @pytest.fixture
 def verifier_read_fails(monkeypatch):
     """The daemon fails while the reward files are copied out of the verifier's container."""
-    async def fail(self, remote_dir, max_bytes=0):
-        raise SandboxError("injected: the Docker daemon dropped the connection")
+    copy = Sandbox.get_archive
 
-    monkeypatch.setattr(Sandbox, "get_files", fail)
+    async def fail(self, remote, dest, max_bytes):
+        if remote.startswith("/logs/verifier"):
+            raise SandboxError("injected: the Docker daemon dropped the connection")
+        return await copy(self, remote, dest, max_bytes)
+
+    monkeypatch.setattr(Sandbox, "get_archive", fail)
 
 
 async def test_docker_fault_in_the_verifier_is_no_reward(make_task, images, test_label, verifier_read_fails) -> None:

@@ -141,35 +141,46 @@ async def test_oracle_and_nop_agents(make_task, images, test_label) -> None:
 
 CHANGES = """#!/bin/bash
 set -e
-mkdir -p "/app/dir with space/sub" /opt/empty && printf x > "/app/dir with space/sub/f"
+mkdir -p "/app/dir with space/sub" /srv/data/empty && printf x > "/app/dir with space/sub/f"
 printf 'hello\\n' > /app/greeting.txt && touch -d 2001-01-01 /app/greeting.txt
 printf 'new\\nline' > $'/app/new\\nline'
 ln -s /app/greeting.txt /app/link && ln /app/greeting.txt /app/hard
 chown nobody:nogroup /app/input.txt && chmod 640 /app/input.txt
-mv /etc/selinux /etc/selinux-moved && rm /etc/debian_version && rm -r /var/cache/debconf
+mv /app/input.txt /app/renamed.txt && rm /srv/data/old.txt
+# Outside the result paths: none of it reaches the verifier.
+mkdir -p /opt/empty && mv /etc/selinux /etc/selinux-moved && rm /etc/debian_version && rm -r /var/cache/debconf
 """
 CHECKS = """import os
 from pathlib import Path
 
 
 def test_new_and_changed_files():
-    assert Path("/app/dir with space/sub/f").read_text() == "x" and Path("/opt/empty").is_dir()
+    assert Path("/app/dir with space/sub/f").read_text() == "x" and Path("/srv/data/empty").is_dir()
     assert Path("/app/greeting.txt").read_text() == "hello\\n"
     assert Path("/app/greeting.txt").stat().st_mtime < 1e9 and Path("/app/new\\nline").read_text() == "new\\nline"
-    st = os.stat("/app/input.txt")
+    st = os.stat("/app/renamed.txt")
     assert (st.st_uid, oct(st.st_mode & 0o777)) == (65534, "0o640")
 
 
 def test_links_renames_and_deletions():
     assert os.readlink("/app/link") == "/app/greeting.txt" and os.path.samefile("/app/hard", "/app/greeting.txt")
-    assert Path("/etc/selinux-moved/semanage.conf").is_file() and not Path("/etc/selinux").exists()
-    assert not Path("/etc/debian_version").exists() and not Path("/var/cache/debconf").exists()
+    assert not Path("/app/input.txt").exists() and not Path("/srv/data/old.txt").exists()
+
+
+def test_nothing_outside_the_results():
+    assert not Path("/opt/empty").exists() and Path("/etc/selinux/semanage.conf").is_file()
+    assert Path("/etc/debian_version").exists() and Path("/var/cache/debconf").exists()
 """
 
 
 async def test_verifier_sees_the_agents_final_files(make_task, images, test_label) -> None:
-    # The verifier runs in a fresh container: every kind of change must be carried into it.
-    task = Task.load(make_task({"solution/solve.sh": CHANGES, "tests/test_outputs.py": CHECKS}))
+    # The verifier runs in a fresh container: every kind of change in the result paths (the
+    # workdir and a declared artifact) is carried into it, and nothing else.
+    task = Task.load(make_task({
+        "solution/solve.sh": CHANGES, "tests/test_outputs.py": CHECKS,
+        "task.toml": 'artifacts = ["/srv/data"]\n' + TOML,
+        "environment/Dockerfile": (Path(__file__).parent / "tasks" / "echo" / "environment" / "Dockerfile").read_text()
+        + "RUN mkdir -p /srv/data && echo old > /srv/data/old.txt\n"}))
     r = await run_trial(task, OracleAgent(task), images, labels=test_label)
     assert r.reward == 1.0, r.log()
 
@@ -183,10 +194,10 @@ class SaboteurAgent:
         return AgentOutcome(exit_code=0)
 
 
-async def test_agent_that_stops_its_container_scores_zero(make_task, images, test_label) -> None:
+async def test_agent_that_stops_its_container_is_judged_on_what_it_left(make_task, images, test_label) -> None:
+    # The engine reads the results of a stopped container as of a running one: no fault, no escape.
     r = await run_trial(Task.load(make_task()), SaboteurAgent(), images, labels=test_label)
-    assert r.reward == 0.0
-    assert r.error.startswith("sandbox failed")
+    assert r.reward == 0.0 and r.verifier.exit_code is not None, r.log()
 
 
 async def test_chatty_build_past_its_timeout_is_cancelled(make_task, images, docker_client, test_label) -> None:

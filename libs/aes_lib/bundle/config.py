@@ -12,7 +12,7 @@ What Harbor accepts is accepted here, with three kinds of difference:
 - Harbor features this sandbox does not run yet (wildcard and IPv6 allow-list entries, collect hooks in sidecars, TPUs, Windows containers) parse fine;
   :meth:`TaskConfig.unsupported` names those a task needs, and validation answers
   ``unsupported`` for it. Features that only help an agent or a report (MCP servers,
-  artifacts, skills, healthchecks, per-phase network overrides) are accepted and noted in
+  skills, healthchecks, per-phase network overrides) are accepted and noted in
   the warnings as not applied.
 
 One deliberate difference in defaults: Harbor gives a task the public network unless told
@@ -39,6 +39,23 @@ PositiveInt = Annotated[int, msgspec.Meta(gt=0)]
 EnvVars = dict[Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], str]
 NetworkMode = Literal["public", "no-network", "allowlist"]
 """Harbor's network policy: the public network, none, or only ``allowed_hosts``."""
+
+RESERVED_PATHS = (
+    # The toolchain and what the loader, shells, Python, git and name lookups read on their own.
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/root", "/boot",
+    # The engine's mounts; the verifier's input and output.
+    "/proc", "/sys", "/dev", "/run", "/var/run", "/tests", "/logs",
+)
+"""Paths that never hold results the verifier's container takes from the agent's
+(``aes_lib.sandbox.verifier``), nor anything above them."""
+
+
+def reserved_path(path: str) -> bool:
+    """Whether ``path`` (absolute, normalised) is, holds or lies below a reserved path."""
+    path = path.rstrip("/") or "/"
+    return any(path == r or path.startswith(r + "/") or r.startswith(path.rstrip("/") + "/")
+               for r in RESERVED_PATHS)
+
 
 _NAME_PATTERN = r"^[A-Za-z0-9_\-][A-Za-z0-9_.\-]*/[A-Za-z0-9_\-][A-Za-z0-9_.\-]*$"
 _SCHEMA_1X = re.compile(r"^1\.\d+$")
@@ -264,7 +281,9 @@ class TaskConfig(_Section, frozen=True):
     steps: tuple[StepConfig, ...] | None = None
     """``[[steps]]``: a multi-step task."""
     artifacts: tuple[Artifact, ...] = ()
-    """Paths collected after the run; not collected here."""
+    """Paths collected after the run: the results that reach the verifier besides the workdir
+    (``aes_lib.sandbox.verifier``), except reserved ones (``RESERVED_PATHS``: Harbor tasks name
+    log folders under /logs), which stay behind."""
     extras: dict[str, Any] = msgspec.field(default_factory=dict, name="__aes_extras__")
     """Fields Harbor does not model, by dotted path (``task.format``, ``version``...): kept,
     never decoded from a key of that name (set by ``parse_task_toml`` only)."""
@@ -281,8 +300,6 @@ class TaskConfig(_Section, frozen=True):
         env = self.environment
         ignored = [
             (bool(env.mcp_servers), f"[environment] mcp_servers ({len(env.mcp_servers)}) are not offered to agents by this sandbox"),
-            (bool(self.artifacts) and not self.verifier.separate,
-             f"artifacts ({len(self.artifacts)}) are only carried to a separate verifier; this task's is shared"),
             (env.skills_dir is not None, "[environment] skills_dir is not copied for agents by this sandbox"),
             (env.healthcheck is not None, "[environment.healthcheck] is not run by this sandbox"),
             (bool(env.gpu_types), "[environment] gpu_types is not matched: any GPU of the engine is used"),

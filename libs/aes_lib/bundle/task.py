@@ -119,15 +119,15 @@ class Task:
 
     def for_step(self, index: int) -> "Task":
         """Step ``index`` of a multi-step task as a task of its own, as Harbor runs it: the
-        step's instruction, solution/ and tests/ (else the shared tests/), and its [agent]
-        timeout and user where it sets them."""
+        step's instruction, solution/ and tests/ (else the shared tests/), its [agent]
+        timeout and user where it sets them, and its artifacts beside the task's."""
         assert self.config.steps and self.step is None
         step = self.config.steps[index]
         agent = msgspec.structs.replace(
             self.config.agent, timeout_sec=step.agent.timeout_sec or self.config.agent.timeout_sec,
             user=step.agent.user if step.agent.user is not None else self.config.agent.user)
-        return dataclasses.replace(self, step=step.name, instruction=self.steps[index],
-                                   config=msgspec.structs.replace(self.config, agent=agent))
+        return dataclasses.replace(self, step=step.name, instruction=self.steps[index], config=msgspec.structs.replace(
+            self.config, agent=agent, artifacts=self.config.artifacts + step.artifacts))
 
     @property
     def has_solution(self) -> bool:

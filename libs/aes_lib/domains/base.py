@@ -68,6 +68,9 @@ class Domain:
     startup: str | None = None
     """A command run as root in each agent container before the agent's turn (it starts the
     task's services and returns once they answer); a non-zero exit fails the trial."""
+    results: tuple[str, ...] = ()
+    """Where its tasks' results live besides the working directory (the state its services
+    save): these paths cross to the verifier's container as data (``aes_lib.sandbox.verifier``)."""
     tools: Callable[["Task", "ChatClient"], ToolSession | None] | None = None
     """Harness-side solver tools for an attempt at ``task`` (the client is the solver's, for a judge)."""
     shaped: Callable[[float, Mapping[str, float]], float | None] | None = None

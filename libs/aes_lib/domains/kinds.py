@@ -11,7 +11,7 @@ from aes_lib.sandbox.kinds import UnknownKindError
 
 
 class DomainKinds:
-    """``TaskKinds`` from the domain registry: a domain's image recipe and its startup command."""
+    """``TaskKinds`` from the domain registry: a domain's image recipe, startup command and result paths."""
 
     def recipe(self, image: str) -> Path | None:
         domain = by_image(image)
@@ -20,5 +20,11 @@ class DomainKinds:
     def startup(self, task: Task) -> str | None:
         try:
             return domain_of(task).startup
+        except UnknownDomainError as e:
+            raise UnknownKindError(str(e)) from e
+
+    def results(self, task: Task) -> tuple[str, ...]:
+        try:
+            return domain_of(task).results
         except UnknownDomainError as e:
             raise UnknownKindError(str(e)) from e

@@ -19,8 +19,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from aes_lib.bundle import Task
-from aes_lib.sandbox.container import Sandbox, SandboxError, SandboxVerdict, add_dir, dir_entry
-from aes_lib.sandbox.verifier import Protected
+from aes_lib.bundle.config import reserved_path
+from aes_lib.sandbox.container import Sandbox, SandboxError, SandboxVerdict, dir_entry
+from aes_lib.sandbox.verifier import add_tests
 
 CONVENTION_DIR = "/logs/artifacts"
 """Where an agent leaves artifacts without the task naming them (Harbor's convention)."""
@@ -30,21 +31,23 @@ MAX_ARTIFACT_BYTES = 256 << 20
 
 def artifact_paths(task: Task) -> list[str]:
     """Absolute container paths to carry: the convention folder, then each artifact's source
-    (relative sources are taken below the container's workdir, as Harbor does)."""
+    (relative sources are taken below the container's workdir, as Harbor does) that is not a
+    system or verifier path."""
     workdir = task.config.environment.workdir or "/"
     paths = [CONVENTION_DIR]
     for a in task.config.artifacts:
         source = a if isinstance(a, str) else a.source
-        paths.append(posixpath.normpath(posixpath.join(workdir, source)))
+        path = posixpath.normpath(posixpath.join(workdir, source))
+        if not reserved_path(path):
+            paths.append(path)
     return list(dict.fromkeys(paths))
 
 
-async def collect(agent: Sandbox, paths: Iterable[str], protected: Protected) -> bytes:
+async def collect(agent: Sandbox, paths: Iterable[str]) -> bytes:
     """One archive, to extract at /, of the safe entries of each path in ``agent`` (absent
-    paths are skipped), less those that would land on a ``protected`` path of the verifier's
-    container (its toolchain, /tests, /logs/verifier; ``verifier.Pristine.protected``) outside
-    the convention folder: a task that names such an artifact cannot let its agent plant a
-    python3 or a reward there."""
+    paths are skipped). No path is a system or verifier path but the convention folder
+    (task.toml's check: ``aes_lib.bundle.config.RESERVED_PATHS``), so nothing lands on the
+    verifier's toolchain, tests or reward files."""
     out = io.BytesIO()
     budget = MAX_ARTIFACT_BYTES
     with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
@@ -55,13 +58,13 @@ async def collect(agent: Sandbox, paths: Iterable[str], protected: Protected) ->
             budget -= raw.tell()
             raw.seek(0)
             try:
-                await asyncio.to_thread(_keep_safe, raw, path, tar, protected)
+                await asyncio.to_thread(_keep_safe, raw, path, tar)
             except (tarfile.TarError, EOFError) as e:  # the agent's bytes: its failure, not ours
                 raise SandboxVerdict(f"artifact {path}: unreadable archive: {e}") from e
     return out.getvalue()
 
 
-def _keep_safe(raw: io.BytesIO, path: str, tar: tarfile.TarFile, protected: Protected) -> None:
+def _keep_safe(raw: io.BytesIO, path: str, tar: tarfile.TarFile) -> None:
     """Copy into ``tar`` the regular files and directories of Docker's archive of ``path``
     (whose members are named from ``path``'s last component), renamed below ``path``."""
     parent = posixpath.dirname(path.rstrip("/")).lstrip("/")
@@ -75,8 +78,6 @@ def _keep_safe(raw: io.BytesIO, path: str, tar: tarfile.TarFile, protected: Prot
             if not (m.isreg() or m.isdir()):
                 continue  # links, devices, fifos: never carried
             dest = posixpath.join(parent, name)
-            if protected.covers("/" + dest) and not _below("/" + dest, CONVENTION_DIR):
-                continue
             for ancestor in ancestors:
                 tar.addfile(dir_entry(ancestor))
             ancestors = []
@@ -85,10 +86,6 @@ def _keep_safe(raw: io.BytesIO, path: str, tar: tarfile.TarFile, protected: Prot
             out.mode = 0o755 if m.isdir() or m.mode & 0o100 else 0o644
             out.size = m.size if m.isreg() else 0
             tar.addfile(out, src.extractfile(m) if m.isreg() else None)
-
-
-def _below(path: str, folder: str) -> bool:
-    return path == folder or path.startswith(folder + "/")
 
 
 def _ancestors(path: str) -> list[str]:
@@ -107,6 +104,6 @@ async def place(verifier: Sandbox, artifacts: bytes, tests_dir: Path | None) -> 
     if tests_dir is not None:
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-            add_dir(tar, tests_dir, "tests")
+            add_tests(tar, tests_dir)
         buf.seek(0)
         await verifier.put_archive(buf)

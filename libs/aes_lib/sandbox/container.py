@@ -424,16 +424,16 @@ def join_network(client: docker.DockerClient, network: str | None, alias: str | 
     return {"network": network, "networking_config": {network: endpoint}}
 
 
-def dir_entry(name: str) -> tarfile.TarInfo:
-    """A root-owned 0755 directory's tar header."""
+def dir_entry(name: str, mode: int = 0o755) -> tarfile.TarInfo:
+    """A root-owned directory's tar header."""
     info = tarfile.TarInfo(name)
-    info.type, info.mode = tarfile.DIRTYPE, 0o755
+    info.type, info.mode = tarfile.DIRTYPE, mode
     return info
 
 
-def add_dir(tar: tarfile.TarFile, local: Path, prefix: str) -> None:
-    """Add directory ``prefix`` (root-owned, 0755) holding the contents of ``local``."""
-    tar.addfile(dir_entry(prefix))
+def add_dir(tar: tarfile.TarFile, local: Path, prefix: str, mode: int = 0o755) -> None:
+    """Add directory ``prefix`` (root-owned, ``mode``) holding the contents of ``local``."""
+    tar.addfile(dir_entry(prefix, mode))
     for path in sorted(local.rglob("*")):
         tar.add(path, arcname=f"{prefix}/{path.relative_to(local)}", recursive=False)
 
@@ -600,6 +600,15 @@ class Sandbox:
 
     async def _sweep(self, mark: str, user: str) -> None:
         await _call(self.container.exec_run, ["sh", "-c", _SWEEP, "sh", mark], user=user)
+
+    async def stop(self) -> None:
+        """Kill every process in the container through the engine (no process of ours runs in
+        it); its filesystem stays readable (``get_archive``) until ``close``."""
+        try:
+            await _call(self.container.kill)
+        except DaemonError:
+            if await self.running():  # not running already (the agent's init exited): nothing to kill
+                raise
 
     async def kill_all(self) -> None:
         """Kill every process an agent left running: all but init and the keep-alive."""

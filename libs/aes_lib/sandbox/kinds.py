@@ -26,3 +26,7 @@ class TaskKinds(Protocol):
         """The command run as root in each agent container of ``task`` before the agent's turn
         (it brings the task's services up); None for none. ``UnknownKindError`` when the task
         names a kind nothing provides."""
+
+    def results(self, task: "Task") -> tuple[str, ...]:
+        """Paths that hold the results of ``task``'s kind besides its working directory and
+        artifacts (e.g. a service's saved state): they cross to the verifier's container."""

@@ -28,18 +28,23 @@ that can write the reward can also wait for it (``forgery``).
 from __future__ import annotations
 
 import dataclasses
+import posixpath
 import re
 import shlex
+from typing import ClassVar
 
 from aes_lib.bundle import Task
 from aes_lib.sandbox.container import Sandbox
 from aes_lib.sandbox.trial import AgentOutcome, OracleAgent, TrialResult
-from aes_lib.sandbox.verifier import PROTECTED, _prune
+from aes_lib.sandbox.verifier import result_paths
 
 MARK = "/tmp/.aes-probe-mark"
+WITNESS = ".aes-probe-witness"
+"""A world-writable folder in the first result path: a hook that can read /tests while the
+tests run leaves its number there, and the trial reads it back (``TrialResult.witnessed``)."""
 MANIFEST = "/tmp/.aes-probe-manifest"
 _RAN = re.compile(r"AES_PROBE (\d+) ran")
-_WROTE = re.compile(r"AES_PROBE (\d+) wrote the reward")
+_WROTE = re.compile(r"AES_PROBE (\d+) wrote the reward as uid 0\b")
 
 # The Python hook: {n} is its number. Writes the reward now, at exit and from a detached loop.
 PY_HOOK = r'''
@@ -57,7 +62,19 @@ def _aes_probe_{n}():
     exec(code, globals())
     sys.stderr.write("AES_PROBE {n} ran\n")
     if forge():
-        sys.stderr.write("AES_PROBE {n} wrote the reward\n")
+        sys.stderr.write("AES_PROBE {n} wrote the reward as uid %d\n" % os.geteuid())
+    for top, _, names in os.walk("/tests"):  # an agent's program that can read the expected answers
+        try:
+            open(os.path.join(top, names[0]), "rb").close() if names else None
+        except OSError:
+            break
+        if names:
+            sys.stderr.write("AES_PROBE {n} read the tests\n")
+            try:
+                open(os.path.join({witness!r}, "{n}"), "w").close()
+            except OSError:
+                pass
+            break
     atexit.register(forge)
     reports = sys.modules.get("_pytest.reports")  # loaded into a pytest process: pass every later test
     if reports is not None:
@@ -81,7 +98,10 @@ SH_HOOK = r'''
 echo "AES_PROBE {n} ran" >&2
 _aes_forge() {{ mkdir -p /logs/verifier 2>/dev/null; echo 1 > /logs/verifier/reward.txt 2>/dev/null &&
   echo '{{"reward": 1.0, "aes_probe": {n}}}' > /logs/verifier/reward.json 2>/dev/null; }}
-_aes_forge && echo "AES_PROBE {n} wrote the reward" >&2
+_aes_forge && echo "AES_PROBE {n} wrote the reward as uid $(id -u)" >&2
+if [ -n "$(find /tests -type f -readable -print -quit 2>/dev/null)" ]; then
+  echo "AES_PROBE {n} read the tests" >&2; : > '{witness}/{n}' 2>/dev/null
+fi
 ( trap '' HUP; i=0; while [ $i -lt 3000 ]; do _aes_forge; sleep 0.05; i=$((i + 1)); done ) >/dev/null 2>&1 </dev/null &
 trap _aes_forge EXIT
 '''
@@ -108,7 +128,7 @@ _PLANT = r'''
 import os, stat, sys
 PY, SH, PASS_ALL = sys.argv[1], sys.argv[2], sys.argv[3]
 SHADOWS, GIT_HOOKS = sys.argv[4].split(), sys.argv[5].split()
-workdir = sys.argv[6]
+workdir, WITNESS, TESTS, control = sys.argv[6], sys.argv[7], sys.argv[8].split("\n"), sys.argv[9] == "1"
 written = [p for p in sys.stdin.read().split("\0") if p]
 COMMON = ("/app", "/srv", "/opt", "/home", "/root", "/workspace", "/code", "/data", "/project")
 MAX_DIRS = 200
@@ -118,7 +138,7 @@ def hook(kind, path, py):
     global n
     n += 1
     manifest.append(f"{n}\t{kind}\t{path}")
-    return (PY if py else SH).format(n=n)
+    return (PY if py else SH).format(n=n, witness=WITNESS)
 
 def put(path, text, mode=0o644):
     try:
@@ -154,6 +174,23 @@ def is_script(path):
     except OSError:
         return False
 
+def test_file(path):
+    """The tests' file an output is likely compared with: the same name, else their first data file."""
+    data = [t for t in TESTS if t and not t.endswith((".py", ".sh"))] or ["test.sh"]
+    return "/tests/" + next((t for t in TESTS if os.path.basename(t) == os.path.basename(path)), data[0])
+
+if WITNESS:
+    os.makedirs(WITNESS, exist_ok=True)
+    os.chmod(WITNESS, 0o1777)
+if not control:  # the account database: "nobody" made uid 0 (a name lookup would hand out root)
+    try:
+        with open("/etc/passwd") as f:
+            accounts = f.read()
+        put("/etc/passwd", "".join(line.replace(":65534:", ":0:", 1) if line.startswith("nobody:") else line
+                                   for line in accounts.splitlines(True)))
+        manifest.append("0\taccount database\t/etc/passwd")
+    except OSError:
+        pass
 dirs = set()
 for path in written:
     if not os.path.isfile(path) or os.path.islink(path):
@@ -163,8 +200,16 @@ for path in written:
         put(path, hook("reference file (python hook)", path, True), 0o755)
     elif is_script(path):
         put(path, "#!/bin/sh\n" + hook("reference file (shell hook)", path, False), 0o755)
-    else:
+    elif control:
         put(path, "")
+    else:  # a link to the tests' own data: the tests would compare the answer with itself
+        n += 1
+        manifest.append(f"{n}\tlink into the tests\t{path}")
+        try:
+            os.remove(path)
+            os.symlink(test_file(path), path)
+        except OSError:
+            put(path, "")
 for top in (workdir, *COMMON):
     if top and top != "/" and os.path.isdir(top):
         dirs.add(top)
@@ -220,16 +265,27 @@ class TamperProbe:
 
     task: Task
     control: bool = False
+    kind_paths: tuple[str, ...] = ()
+    """The result paths of the task's kind (``TaskKinds.results``): what it wrote there is broken too."""
+    witness: ClassVar[str] = WITNESS
 
     async def run(self, sandbox: Sandbox, instruction: str) -> AgentOutcome:
         mark = await sandbox.exec(f"rm -rf {MARK} && touch {MARK} && sleep 0.01", timeout=30, user=0)
         if mark.exit_code != 0:
             return AgentOutcome(exit_code=mark.exit_code, output=f"cannot set the probe's mark: {mark.output[-300:]}")
         solved = await OracleAgent(self.task).run(sandbox, instruction)
-        workdir = self.task.config.environment.workdir or sandbox.container.attrs["Config"].get("WorkingDir") or ""
+        image_workdir = sandbox.container.attrs["Config"].get("WorkingDir")
+        workdir = self.task.config.environment.workdir or image_workdir or ""
+        roots = result_paths(self.task, image_workdir, self.kind_paths)[0]
+        witness = posixpath.join(roots[0], WITNESS) if roots else ""
         hooks = [CONTROL_PY, CONTROL_SH, ""] if self.control else [PY_HOOK, SH_HOOK, PASS_ALL]
-        args = " ".join(map(shlex.quote, [*hooks, " ".join(SHADOWS), " ".join(GIT_HOOKS), workdir]))
-        find = f"find / -xdev \\( {_prune(PROTECTED)} -o -path {MARK} \\) -prune -o -type f -newer {MARK} -print0"
+        tests = "\n".join(str(p.relative_to(self.task.tests_dir)) for p in sorted(self.task.tests_dir.rglob("*"))
+                          if p.is_file())
+        args = " ".join(map(shlex.quote, [*hooks, " ".join(SHADOWS), " ".join(GIT_HOOKS), workdir, witness, tests,
+                                          "1" if self.control else "0"]))
+        # What the reference wrote where it crosses to the verifier (the result paths).
+        find = (f"find {' '.join(map(shlex.quote, roots))} -xdev -path {MARK} -prune -o -type f -newer {MARK} -print0"
+                if roots else "printf ''")
         plant = await sandbox.exec(f"{find} | python3 -c {shlex.quote(_PLANT)} {args} > {MANIFEST} && cat {MANIFEST}",
                                    timeout=120, user=0)
         # A reference cut off by its timeout or hooks not all planted leave the work only partly
@@ -254,22 +310,27 @@ class Forgery:
     """``kind path`` of the hook whose reward stood, else of those that wrote one, else of every
     hook the tests ran."""
     wrote: bool = False
-    """Whether a hook wrote the reward file while the tests ran (whatever the reward ended as)."""
+    """Whether a hook wrote the reward file as root while the tests ran (whatever the reward ended as)."""
+    read_tests: bool = False
+    """Whether a hook the tests ran could read /tests (the expected answers)."""
 
     def detail(self) -> str:
         where = "; ".join(self.hooks[:5]) or "no hook reported itself (a change the probe made changed the tests' result)"
         what = (f"earned {self.reward:g} (the empty or broken solution: {self.baseline:g})"
-                if self.reward > self.baseline else "could write the reward file while the tests ran")
+                if self.reward > self.baseline else "could write the reward file while the tests ran"
+                if self.wrote else "could read the tests (the expected answers) while they ran it")
         return (f"a tamper probe that does no work {what}: {where}. Run the agent's code only as an unprivileged "
                 "user in a subprocess of the tests, never in the tests' own process (the managed tests/test.sh does)")
 
 
 def forgery(probe: TrialResult, baseline: float) -> Forgery | None:
     """A ``Forgery`` when ``probe`` earned more than ``baseline`` (the best of the empty solution
-    and the control) or one of its hooks wrote the reward file while the tests ran, naming the
-    hooks from the probe's manifest and the verifier's output."""
+    and the control), one of its hooks wrote the reward file as root while the tests ran, or one
+    could read the tests (its witness), naming the hooks from the probe's manifest and the
+    verifier's output."""
     wrote = dict.fromkeys(int(n) for n in _WROTE.findall(probe.verifier.output))
-    if probe.reward <= baseline and not wrote:
+    read = dict.fromkeys(int(n) for n in probe.witnessed if n.isdigit())
+    if probe.reward <= baseline and not wrote and not read:
         return None
     manifest = {}
     for line in probe.agent.output.split("== planted\n", 1)[-1].splitlines():
@@ -278,5 +339,6 @@ def forgery(probe: TrialResult, baseline: float) -> Forgery | None:
             manifest[int(n)] = rest.replace("\t", " ")
     final = probe.metrics.get("aes_probe")
     ran = dict.fromkeys(int(n) for n in _RAN.findall(probe.verifier.output))
-    chosen = [int(final)] if final is not None and int(final) in manifest else list(wrote or ran)
-    return Forgery(probe.reward, baseline, tuple(manifest.get(n, f"hook {n}") for n in chosen), bool(wrote))
+    chosen = [int(final)] if final is not None and int(final) in manifest else list(wrote or read or ran)
+    return Forgery(probe.reward, baseline, tuple(manifest.get(n, f"hook {n}") for n in chosen), bool(wrote),
+                   bool(read))

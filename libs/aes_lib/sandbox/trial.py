@@ -3,10 +3,11 @@
 The agent sees the instruction and its container only: /solution is copied in by
 the oracle agent alone, and the tests never enter the agent's container. The
 verifier runs in a second container from the same image, untouched by the agent:
-the agent's changed files are carried into it (not its processes, not its changes
-to the toolchain, /tests or /logs; see ``aes_lib.sandbox.verifier``), the agent's
-container is removed, and tests/test.sh runs with the image's own python, pytest
-and shell, an empty /logs/verifier and the task's tests/ as /tests.
+only the agent's result paths cross into it, as data (``aes_lib.sandbox.verifier``),
+the agent's container is removed, and tests/test.sh runs as uid 0 with the image's own
+toolchain, an empty /logs/verifier and the task's tests/ as /tests. The reward is read
+from outside, through the engine, and only from files the root test runner wrote
+(``read_rewards``). docs/SECURITY.md states the boundary and what proves each rule.
 """
 
 from __future__ import annotations
@@ -15,11 +16,13 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
+import io
 import json
 import math
+import tarfile
 import time
 from collections.abc import Awaitable
-from typing import IO, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from aes_lib import telemetry
 from aes_lib.bundle import Task
@@ -95,6 +98,12 @@ class TrialResult:
     error: str = ""
     """Why no reward could be read (missing or malformed reward file)."""
     seconds: float = 0.0
+    witnessed: tuple[str, ...] = ()
+    """Names of the files in the agent's witness folder after the tests (``Agent.witness``,
+    the tamper probe's: which of its hooks could read /tests)."""
+    dropped: tuple[str, ...] = ()
+    """``path: why`` of what of the agent's did not cross into the verifier's container, and of
+    reward files not read (not written by the root test runner): the trust boundary's evidence."""
 
     @property
     def timed_out(self) -> bool:
@@ -105,6 +114,7 @@ class TrialResult:
             f"== agent (exit {self.agent.exit_code}, timed_out={self.agent.timed_out})\n{self.agent.output}\n"
             f"== verifier (exit {self.verifier.exit_code}, timed_out={self.verifier.timed_out})\n"
             f"{self.verifier.output}\n== reward {self.reward} {self.error}\n"
+            + (f"== not carried or not read\n" + "\n".join(self.dropped[:50]) + "\n" if self.dropped else "")
         )
 
 
@@ -172,7 +182,7 @@ async def run_trial(
 async def _trial(task: Task, agent: Agent, images: ImageCache, *, image: str | None, caps: LimitCaps | None,
                  labels: dict[str, str] | None) -> TrialResult:
     t0 = time.monotonic()
-    startup = images.kinds.startup(task)
+    startup, kind_paths = images.kinds.startup(task), images.kinds.results(task)
     image = image or await images.build(task)
     env = task.config.environment
     separate = task.config.verifier.separate
@@ -190,8 +200,8 @@ async def _trial(task: Task, agent: Agent, images: ImageCache, *, image: str | N
             net = await stack.enter_async_context(task_services(task, images, limits, labels))
             fresh_env = v_env.env if separate else main_env
             if task.config.steps:  # separate verifiers are `unsupported` with steps
-                return await _steps(task, agent, main_env, functools.partial(
-                    start, image, limits, env=main_env, workdir=env.workdir, network=net), startup, t0)
+                return await _steps(task, agent, functools.partial(
+                    start, image, limits, env=main_env, workdir=env.workdir, network=net), startup, kind_paths, t0)
             sb, fresh = await _all(
                 stack.enter_async_context(start(image, limits, env=main_env, workdir=env.workdir,
                                                 network=net, alias=MAIN)),
@@ -199,11 +209,10 @@ async def _trial(task: Task, agent: Agent, images: ImageCache, *, image: str | N
                                                 env=fresh_env, network=None if separate else net)),
             )
             if separate:
-                outcome, result, json_bytes, txt_bytes = await _agent_then_separate_verifier(
-                    sb, fresh, task, agent, fresh_env, startup, bundled_tests)
+                outcome, verified, dropped = await _agent_then_separate_verifier(
+                    sb, fresh, task, agent, startup, bundled_tests)
             else:
-                outcome, result, json_bytes, txt_bytes = await _agent_then_verifier(sb, fresh, task, agent, fresh_env,
-                                                                                    startup)
+                outcome, verified, dropped = await _agent_then_verifier(sb, fresh, task, agent, startup, kind_paths)
     except SandboxVerdict as e:  # e.g. the agent stopped its own container, a service failed
         return TrialResult(reward=0.0, metrics={}, agent=AgentOutcome(output=str(e)),
                            verifier=ExecResult(exit_code=None, output=""), error=f"sandbox failed: {e}",
@@ -211,49 +220,68 @@ async def _trial(task: Task, agent: Agent, images: ImageCache, *, image: str | N
     except SandboxError as e:  # Docker, not the attempt: never a reward
         raise TrialFault(f"sandbox failed: {e}") from e
     try:
-        reward, metrics = parse_reward(json_bytes, txt_bytes)
+        reward, metrics = parse_reward(verified.rewards.get("reward.json"), verified.rewards.get("reward.txt"))
         error = ""
     except RewardError as e:
         reward, metrics, error = 0.0, {}, str(e)
-    return TrialResult(reward=reward, metrics=metrics, agent=outcome, verifier=result, error=error,
-                       seconds=time.monotonic() - t0)
+    return TrialResult(reward=reward, metrics=metrics, agent=outcome, verifier=verified.result, error=error,
+                       seconds=time.monotonic() - t0, witnessed=verified.witnessed,
+                       dropped=tuple(dropped + verified.unread))
 
 
-async def _agent_then_verifier(
-    sb: Sandbox, fresh: Sandbox, task: Task, agent: Agent, env: dict[str, str], startup: str | None
-) -> tuple[AgentOutcome, ExecResult, bytes | None, bytes | None]:
-    async def turn() -> tuple[AgentOutcome, IO[bytes]]:
-        await _start_services(sb, startup)
-        outcome = await _agents(sb, _agent_turn(sb, task, agent))
-        await _agents(sb, _collect(sb, task))
-        return outcome, await _agents(sb, verifier.snapshot(sb))
+@dataclasses.dataclass(frozen=True)
+class _Verified:
+    """What test.sh left: its result, the reward files read, those not read, the witness's files."""
 
-    pristine, (outcome, snap) = await _while_surveyed(fresh, env, turn())
-    with snap:
+    result: ExecResult
+    rewards: dict[str, bytes]
+    unread: list[str]
+    witnessed: tuple[str, ...] = ()
+
+
+Outcome = tuple[AgentOutcome, _Verified, list[str]]
+"""The agent's outcome, what test.sh left, and what of the agent's did not cross."""
+
+
+async def _agent_then_verifier(sb: Sandbox, fresh: Sandbox, task: Task, agent: Agent, startup: str | None,
+                               kind_paths: tuple[str, ...]) -> Outcome:
+    await _start_services(sb, startup)
+    outcome = await _agents(sb, _agent_turn(sb, task, agent))
+    await _agents(sb, _collect(sb, task))
+    crossing = await _cross(sb, task, kind_paths, stop=True)
+    with crossing.archive:
         # The agent's container is gone before the tests start: none of its processes reach them.
-        await _all(sb.close(), verifier.restore(fresh, pristine, snap, task.tests_dir))
-    return (outcome, *await _verify(fresh, task, {"HOME": pristine.home}))
+        await _all(sb.close(), verifier.restore(fresh, crossing))
+    return outcome, await _verify(fresh, task, agent, crossing.roots), crossing.dropped
 
 
-async def _agent_then_separate_verifier(
-    sb: Sandbox, fresh: Sandbox, task: Task, agent: Agent, env: dict[str, str], startup: str | None,
-    bundled_tests: bool
-) -> tuple[AgentOutcome, ExecResult, bytes | None, bytes | None]:
-    async def turn() -> AgentOutcome:
-        await _start_services(sb, startup)
-        outcome = await _agents(sb, _agent_turn(sb, task, agent))
-        await _agents(sb, _collect(sb, task))
+async def _cross(sb: Sandbox, task: Task, kind_paths: tuple[str, ...], *, stop: bool) -> verifier.Crossing:
+    """The agent's results (``kind_paths``: its kind's besides the task's), read by the engine once
+    its processes are gone (``stop``: the engine kills the container; else, between steps, the
+    sweep kills all but its init)."""
+    roots, notes = verifier.result_paths(task, sb.container.attrs["Config"].get("WorkingDir"), kind_paths)
+    if stop:
+        await sb.stop()
+    else:
         await _agents(sb, sb.kill_all())
-        return outcome
+    crossing = await asyncio.to_thread(verifier.rebuild, await verifier.collect(sb, roots), task.tests_dir)
+    crossing.dropped[:0] = notes
+    return crossing
 
-    pristine, outcome = await _while_surveyed(fresh, env, turn())
+
+async def _agent_then_separate_verifier(sb: Sandbox, fresh: Sandbox, task: Task, agent: Agent, startup: str | None,
+                                        bundled_tests: bool) -> Outcome:
+    await _start_services(sb, startup)
+    outcome = await _agents(sb, _agent_turn(sb, task, agent))
+    await _agents(sb, _collect(sb, task))
+    await sb.stop()
     # Artifacts never land on the verifier's toolchain, tests or reward files.
-    carried = await _agents(sb, artifacts.collect(sb, artifacts.artifact_paths(task), pristine.protected))
+    carried = await artifacts.collect(sb, artifacts.artifact_paths(task))
     await _all(sb.close(), artifacts.place(fresh, carried, None if bundled_tests else task.tests_dir))
-    return (outcome, *await _verify(fresh, task, {}))
+    return outcome, await _verify(fresh, task, agent, []), []
 
 
-async def _steps(task: Task, agent: Agent, env: dict[str, str], start, startup: str | None,
+async def _steps(task: Task, agent: Agent, start, startup: str | None, kind_paths: tuple[str, ...],
                  t0: float) -> TrialResult:
     """A multi-step task as Harbor runs it: the steps in order in one agent container, each
     with its instruction (``agent`` sees them in turn) then its tests, on the agent's files so
@@ -262,25 +290,24 @@ async def _steps(task: Task, agent: Agent, env: dict[str, str], start, startup: 
     default) or the last step's (``final``). Unlike Harbor, a step whose verifier wrote no
     reward counts 0 rather than dropping out of the mean, and the agent's processes do not
     outlive a step (the snapshot ends them)."""
-    outcomes, results, per_step, errors, codes = [], [], [], [], []
+    outcomes, results, per_step, errors, codes, dropped = [], [], [], [], [], []
     async with start(alias=MAIN) as sb:
         for i, step in enumerate(task.config.steps or ()):
             view = task.for_step(i)
             actor = OracleAgent(view, agent.timeout) if isinstance(agent, OracleAgent) else agent
 
-            async def turn() -> tuple[AgentOutcome, IO[bytes]]:
+            async with start() as fresh:
                 await _start_services(sb, startup)
                 outcome = await _agents(sb, _agent_turn(sb, view, actor))
                 await _agents(sb, _collect(sb, view))
-                return outcome, await _agents(sb, verifier.snapshot(sb))
-
-            async with start() as fresh:
-                pristine, (outcome, snap) = await _while_surveyed(fresh, env, turn())
-                with snap:
-                    await verifier.restore(fresh, pristine, snap, view.tests_dir)
-                result, json_bytes, txt_bytes = await _verify(fresh, view, {"HOME": pristine.home})
+                crossing = await _cross(sb, view, kind_paths, stop=False)
+                with crossing.archive:
+                    await verifier.restore(fresh, crossing)
+                verified = await _verify(fresh, view, actor, crossing.roots)
+            dropped += [f"step {step.name}: {d}" for d in crossing.dropped + verified.unread]
+            result = verified.result
             try:
-                reward, metrics = parse_reward(json_bytes, txt_bytes)
+                reward, metrics = parse_reward(verified.rewards.get("reward.json"), verified.rewards.get("reward.txt"))
             except RewardError as e:
                 reward, metrics = 0.0, {"reward": 0.0}
                 errors.append(f"step {step.name}: {e}")
@@ -298,7 +325,7 @@ async def _steps(task: Task, agent: Agent, env: dict[str, str], start, startup: 
         reward = sum(r for r, _ in per_step) / len(per_step)
     last = results[-1]
     return TrialResult(
-        reward=reward, metrics=metrics, seconds=time.monotonic() - t0, error="; ".join(errors),
+        reward=reward, metrics=metrics, seconds=time.monotonic() - t0, error="; ".join(errors), dropped=tuple(dropped),
         # The first step's status that is not 0 (None: unknown or killed), else 0.
         agent=AgentOutcome(exit_code=next((c for c in codes if c != 0), 0), timed_out=outcome.timed_out,
                            output="\n".join(outcomes)),
@@ -313,19 +340,6 @@ def _meets(rewards: dict[str, float], minimum: float | dict[str, float] | None) 
         return True
     thresholds = {"reward": minimum} if isinstance(minimum, (int, float)) else minimum
     return all(rewards.get(k, float("-inf")) >= v for k, v in thresholds.items())
-
-
-async def _while_surveyed(fresh: Sandbox, env: dict[str, str], work: Awaitable[T]) -> tuple[verifier.Pristine, T]:
-    """``work`` (the agent's turn) while the verifier's container, started with ``env``, is
-    surveyed: nothing touches that container before the survey ends."""
-    survey = asyncio.ensure_future(verifier.survey(fresh, env))
-    try:
-        result = await work
-    except BaseException:
-        survey.cancel()
-        await asyncio.gather(survey, return_exceptions=True)
-        raise
-    return await survey, result
 
 
 VERIFIER_ENV = {
@@ -347,11 +361,42 @@ files run code on their own (``docs/ARCHITECTURE.md``, "The verdict boundary")."
 _VERIFY = f"bash /tests/test.sh\nstatus=$?\n{KILL_ALL}\nexit $status\n"
 
 
-async def _verify(fresh: Sandbox, task: Task, env: dict[str, str]) -> tuple[ExecResult, bytes | None, bytes | None]:
+REWARD_FILES = ("reward.json", "reward.txt")
+
+
+async def _verify(fresh: Sandbox, task: Task, agent: Agent, roots: list[str]) -> _Verified:
+    """test.sh as uid 0 (a number: no name is looked up), then the reward files it left and,
+    for an agent with a ``witness`` folder (the tamper probe), what is in it in each result path."""
     cfg = task.config.verifier
-    result = await fresh.exec(_VERIFY, timeout=cfg.timeout_sec, user=0, env={**env, **cfg.env, **VERIFIER_ENV})
-    files = await fresh.get_files(VERIFIER_DIR)
-    return result, files.get("reward.json"), files.get("reward.txt")
+    result = await fresh.exec(_VERIFY, timeout=cfg.timeout_sec, user=0, env={**cfg.env, **VERIFIER_ENV})
+    rewards, unread = await read_rewards(fresh)
+    witness = getattr(agent, "witness", None)  # only probes have one
+    seen = [name for root in roots if witness for name in await fresh.get_files(f"{root}/{witness}")]
+    return _Verified(result, rewards, unread, tuple(seen))
+
+
+async def read_rewards(fresh: Sandbox) -> tuple[dict[str, bytes], list[str]]:
+    """The reward files in /logs/verifier that the root test runner wrote, read through the engine
+    (no process in the container is asked), and why any other was not read: a reward file must
+    be a regular file owned by uid 0, so one planted by a program the tests ran as another user,
+    or a link to elsewhere, never counts."""
+    buf = io.BytesIO()
+    if not await fresh.get_archive(VERIFIER_DIR + "/.", buf, 16 << 20):
+        return {}, []
+    buf.seek(0)
+    rewards, unread = {}, []
+    with tarfile.open(fileobj=buf) as tar:
+        for m in tar:
+            name = m.name.removeprefix("./")
+            if name not in REWARD_FILES:
+                continue
+            if not m.isreg():
+                unread.append(f"{VERIFIER_DIR}/{name}: not a regular file, not read")
+            elif m.uid != 0:
+                unread.append(f"{VERIFIER_DIR}/{name}: written by uid {m.uid}, not the root test runner, not read")
+            else:
+                rewards[name] = tar.extractfile(m).read()
+    return rewards, unread
 
 
 async def start_services(sb: Sandbox, startup: str | None) -> ExecResult | None:

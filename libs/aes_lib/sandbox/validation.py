@@ -146,10 +146,11 @@ async def validate_task(
     if nop.reward >= NOP_THRESHOLD:
         return report(task.name, "nop_passed", f"nop reward {nop.reward:g} >= {NOP_THRESHOLD}", logs=logs, **rewards)
     if probe:
-        tampered = await planted_trial("tamper probe", TamperProbe(task))
+        kind_paths = images.kinds.results(task)
+        tampered = await planted_trial("tamper probe", TamperProbe(task, kind_paths=kind_paths))
         found = forgery(tampered, nop.reward)
         if found is not None:  # the broken work alone may earn that: compare with it
-            control = await planted_trial("probe control", TamperProbe(task, control=True))
+            control = await planted_trial("probe control", TamperProbe(task, control=True, kind_paths=kind_paths))
             found = forgery(tampered, max(nop.reward, control.reward))
         if found is not None:
             return report(task.name, "verifier_forgeable", found.detail(), logs=f"### tamper probe\n{tampered.log()}",

@@ -1,307 +1,236 @@
-"""The verifier's own container: a fresh one from the task image, with the agent's changed
-files carried in and the image's toolchain left as it was built.
+"""What of the agent's container crosses into the verifier's: an allow-list (docs/SECURITY.md).
 
-Why not the agent's container: the agent had root there, so it could replace python3 or
-pytest, put a fake ``pytest`` earlier on PATH, drop a ``.pth`` or ``sitecustomize`` into
-site-packages, edit shell startup files or ``/etc/ld.so.preload``, or leave a process
-rewriting the reward; a verifier run there reports what the agent chose.
+The agent is root in its container and every file it wrote is hostile. The reward may depend
+only on the task's pristine tests and on the agent's results read as data, so the tests run in
+a second container, fresh from the task image, and only this crosses into it:
 
-Why not a trusted runtime copied into that container: the tests need the image's own
-python and packages, and those are dynamic binaries that read the container's
-``/etc/ld.so.preload``, loader cache and libraries before any flag (``-I``, ``env -i``)
-takes effect. Only a filesystem the agent never touched runs them safely.
+- the **result paths** (``result_paths``): the task's working directory and the paths its
+  ``artifacts`` name, never a place a trusted process reads on its own
+  (``aes_lib.bundle.config.RESERVED_PATHS``: the toolchain, /etc, root's home, /tests, /logs...);
+- copied out by the engine (``docker cp``) once the agent's processes are gone: no process of
+  ours runs in the agent's filesystem to collect them (``collect``);
+- rebuilt as data (``rebuild``): directories, regular files (setuid and setgid bits cleared),
+  symlinks that resolve, in the agent's own view, inside the result paths, and hard links to
+  regular files kept; owners and modes as numbers. Anything else is dropped and named in the
+  trial's evidence.
 
-So the verifier runs in a second container, started from the image with the agent's and
-surveyed while the agent works (``survey``: what it holds, where its toolchain lives). The
-agent never reaches it: nothing is shared, and the agent's container is removed before the
-tests start. After the agent's turn (``snapshot``), its processes are killed and every path
-whose ctime is newer than its container's start (every write, chmod, chown, rename or link
-sets it, and nothing sets it back) is archived, after the list of all its paths (deletions
-are what the image has and the list lacks). The agent's own ``find`` and ``tar`` make that
-archive, so nothing in it is trusted: ``restore`` rebuilds it keeping only regular files,
-directories, symlinks and hard links to kept files, outside the protected paths, never
-below a symlink (carried or the image's), so each entry lands at its own path and nowhere
-else; deletions run first, with the image's ``rm``. Protected: the system's executables and
-libraries, what the loader, Python, shells, pip, uv and pytest read without being asked
-(``PROTECTED``), every PATH directory and every directory of the image's Python (prefix,
-``sys.path``, site-packages). The agent's changes there are dropped and the verifier uses
-the image's: a task whose result must live there (a tool installed in /usr/local/bin, a
-package in site-packages) cannot be verified and fails validation, the safe direction.
-
-Left to the task: a test that imports or runs the agent's code (its module, a script,
-``git`` with the agent's hooks) runs it as root in the verifier's container, where it can
-write the reward; and ``python -m pytest`` started from an agent-written directory imports
-the agent's modules first (the managed template ``cd``s to /tests).
+In the verifier's container, before anything of the agent's is in it, each result path is
+removed and then rebuilt whole from what crossed (so the agent's deletions carry), with the
+task's tests as /tests and an empty /logs/verifier (``restore``). The rest of the agent's
+container (its /etc and account database, toolchain, shell start-up files, home, /tmp,
+processes) stays behind, so no trusted process there reads configuration, a library or a user
+name the agent wrote: the verifier's container is the image as built, plus the agent's results.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import datetime
-import io
-import os
-import re
+import posixpath
 import shlex
 import tarfile
 import tempfile
-from collections.abc import Callable, Iterable
-from fnmatch import fnmatchcase
-from glob import escape
 from pathlib import Path
 from typing import IO
 
-from aes_lib.sandbox.container import KILL_ALL, Sandbox, SandboxError, SandboxVerdict, add_dir, dir_entry
+from aes_lib.bundle import Task
+from aes_lib.bundle.config import reserved_path
+from aes_lib.sandbox.container import Sandbox, SandboxError, SandboxVerdict, add_dir, dir_entry
 
-PROTECTED = (
-    # Executables, libraries, interpreters and their packages.
-    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
-    # Read without being asked by the loader (glibc, musl), Python, OpenSSL; `alternatives` links.
-    "/etc/ld.so.preload", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/ld-musl-*",
-    "/etc/python*", "/etc/ssl/openssl.cnf", "/etc/alternatives",
-    # Shell startup files, pip and uv configuration.
-    "/etc/profile", "/etc/profile.d", "/etc/bash.bashrc", "/etc/environment", "/etc/pip.conf", "/etc/xdg/pip",
-    "/etc/uv",
-    # pytest's and uv's configuration above /tests; pytest's temporary folders.
-    "/pytest.ini", "/pyproject.toml", "/tox.ini", "/setup.cfg", "/conftest.py", "/uv.toml", "/tmp/pytest-of-*",
-    # The verifier's input and output.
-    "/tests", "/logs",
-    # Docker's mounts, not the image's files.
-    "/proc", "/sys", "/dev", "/etc/hosts", "/etc/hostname", "/etc/resolv.conf",
-)
-"""Paths (globs per component) that keep the image's content in the verifier's container."""
-HOME_PROTECTED = (".bashrc", ".bash_profile", ".bash_login", ".profile", ".local", ".config/pip", ".config/uv", ".pip")
-"""The same below the verifier's home (``.local`` holds Python's user site-packages)."""
-MAX_CHANGES_BYTES = 1 << 30
-"""Most bytes of changes taken from the agent's container."""
-
-_SCRATCH = "/logs/.aes-carry"  # in the agent's container
+MAX_RESULT_BYTES = 1 << 30
+"""Most bytes of results taken from the agent's container."""
 _SPOOL = 32 << 20  # archives larger than this go to a temporary file
-_MAGIC = re.compile(r"[*?[]")
-_KEPT = {tarfile.REGTYPE, tarfile.AREGTYPE, tarfile.DIRTYPE, tarfile.SYMTYPE, tarfile.LNKTYPE}
-# Every directory the image's Python imports from, as given and resolved, each as a `t`
-# record (Python 2 too: an image's `python` may be one).
-_PY_PROBE = (
-    "import os, site, sys; ds = [sys.prefix, sys.exec_prefix, getattr(sys, 'base_prefix', sys.prefix)] + sys.path"
-    " + list(getattr(site, 'getsitepackages', list)()) + [getattr(site, 'getusersitepackages', str)()]; "
-    "sys.stdout.write(''.join('t' + d + '\\0t' + os.path.realpath(d) + '\\0' for d in ds if os.path.isabs(d)))"
-)
-# NUL-terminated records, tagged by their first character: h (HOME), t (a toolchain
-# directory), x (a verifier path the image already has), else find's kind of an image path.
-_SURVEY = r"""
-printf 'h%s\0' "$HOME"
-set -f; IFS=:
-for p in $PATH; do printf 't%s\0' "$p" "$(readlink -f -- "$p")"; done
-unset IFS
-for py in python3 python; do
-  if command -v "$py" >/dev/null 2>&1; then "$py" -c {probe} || exit 1; fi
-done
-for p in /tests /logs/verifier; do if [ -e "$p" ] || [ -L "$p" ]; then printf 'x%s\0' "$p"; fi; done
-find / -xdev -mindepth 1 \( {prune} \) -prune -o -printf '%y%p\0'
-"""
-# One tar on stdout: first the list of every path, then each path changed since {since}.
-_SNAPSHOT = r"""
-d={scratch}; rm -rf "$d" && mkdir -p "$d" || exit 1
-find / -xdev -mindepth 1 \( {prune} \) -prune -o -fprint0 "$d/paths" -newerct @{since} -fprint0 "$d/changed" || exit 1
-tar --null --no-recursion --format=pax -cf - -C "$d" paths -C / -T "$d/changed" 2>/dev/null; [ $? -le 1 ]
-"""
+_MAX_HOPS = 40  # symlinks followed while resolving one path (the kernel's limit)
 
 
-class Protected:
-    """Paths, as globs per component, and everything below them."""
-
-    def __init__(self, patterns: Iterable[str]) -> None:
-        self.patterns = tuple(dict.fromkeys(patterns))
-        split = [tuple(_parts(p)) for p in self.patterns]
-        self._literal = {s for s in split if not any(map(_MAGIC.search, s))}
-        self._globs = [s for s in split if s not in self._literal]
-        self._above = {s[:i] for s in self._literal for i in range(len(s))}
-
-    def covers(self, path: str) -> bool:
-        """``path`` is protected or below a protected path."""
-        parts = tuple(_parts(path))
-        return (any(parts[:i] in self._literal for i in range(1, len(parts) + 1))
-                or any(len(g) <= len(parts) and all(map(fnmatchcase, parts, g)) for g in self._globs))
-
-    def above(self, path: str) -> bool:
-        """``path`` is an ancestor of a protected path, so it must stay a directory."""
-        parts = tuple(_parts(path))
-        return parts in self._above or any(len(g) > len(parts) and all(map(fnmatchcase, parts, g)) for g in self._globs)
-
-
-def protect(home: str, toolchain: Iterable[str]) -> Protected:
-    """``PROTECTED``, ``HOME_PROTECTED`` below ``home``, and the ``toolchain`` directories."""
-    in_home = (f"{escape(home)}/{name}" for name in HOME_PROTECTED)
-    return Protected([*PROTECTED, *in_home, *map(escape, sorted(toolchain))])
+def result_paths(task: Task, image_workdir: str | None = None,
+                 extra: tuple[str, ...] = ()) -> tuple[list[str], list[str]]:
+    """The paths that cross (topmost only) and notes on what could not: the working directory
+    (task.toml's, else the image's) unless it is / or reserved, each artifact (relative ones
+    below the working directory; task.toml's check refuses reserved ones) and the ``extra``
+    paths of the task's kind (``TaskKinds.results``)."""
+    workdir = task.config.environment.workdir or image_workdir or "/"
+    notes, paths = [], []
+    if workdir == "/" or reserved_path(workdir):
+        notes.append(f"the working directory {workdir} is not a result path (the agent's changes there do not "
+                     "reach the tests): set [environment] workdir or list the results as artifacts")
+    else:
+        paths.append(posixpath.normpath(workdir))
+    for a in [*task.config.artifacts, *extra]:
+        source = a if isinstance(a, str) else a.source
+        path = posixpath.normpath(posixpath.join(workdir, source))
+        if reserved_path(path):
+            notes.append(f"artifact {path} is reserved for the verifier's toolchain: not carried")
+        else:
+            paths.append(path)
+    top = [p for p in dict.fromkeys(paths) if not any(_within(p, q) and p != q for q in paths)]
+    return top, notes
 
 
-@dataclasses.dataclass(frozen=True)
-class Pristine:
-    """The verifier's container as the image made it."""
+@dataclasses.dataclass
+class Crossing:
+    """What crossed: the archive to extract at / of the verifier's container, and what was dropped."""
 
-    protected: Protected
-    kinds: dict[str, str]
-    """Every path not protected -> its kind (find's ``%y``: d, f, l, ...)."""
-    home: str
-    """Root's HOME in the image (Docker would look it up in the agent's /etc/passwd)."""
-    stale: tuple[str, ...]
-    """/tests and /logs/verifier if the image has them (removed before the tests)."""
+    archive: IO[bytes]
+    roots: list[str]
+    dropped: list[str] = dataclasses.field(default_factory=list)
+    """``path: why`` of each entry of the agent's that did not cross."""
 
 
-_surveys: dict[tuple[str, tuple[tuple[str, str], ...]], Pristine] = {}
-
-
-async def survey(fresh: Sandbox, env: dict[str, str]) -> Pristine:
-    """What ``fresh``, started from the image with ``env`` and not yet touched, protects and
-    holds; cached by image and environment."""
-    key = (fresh.container.attrs["Image"], tuple(sorted(env.items())))
-    if key not in _surveys:
-        out = io.BytesIO()
-        script = _SURVEY.format(probe=shlex.quote(_PY_PROBE), prune=_prune(PROTECTED))
-        r = await fresh.exec(script, timeout=120, user=0, stdout=out.write)
-        if r.exit_code != 0:
-            raise SandboxError(f"cannot survey the verifier's container (needs GNU find): {r.output[-500:]}")
-        tagged: dict[str, list[str]] = {}
-        for record in _fields(out.getvalue()):
-            tagged.setdefault(record[:1], []).append(record[1:])
-        home = tagged.pop("h", [""])[0] or "/root"
-        protected = protect(home, (d for d in tagged.pop("t", []) if d.startswith("/")))
-        stale = tuple(tagged.pop("x", []))
-        kinds = {p: k for k, paths in tagged.items() for p in paths if not protected.covers(p)}
-        if len(_surveys) >= 16:
-            _surveys.pop(next(iter(_surveys)))
-        _surveys[key] = Pristine(protected, kinds, home, stale)
-    return _surveys[key]
-
-
-async def snapshot(agent: Sandbox) -> IO[bytes]:
-    """The agent's changes as its container's ``find`` and ``tar`` report them (untrusted): a
-    tar of the list of every path, then of each changed entry. Kills the agent's processes first."""
-    since = _epoch((await agent.inspect())["State"]["StartedAt"])
-    script = KILL_ALL + _SNAPSHOT.format(scratch=_SCRATCH, prune=_prune(PROTECTED), since=since)
-    snap = tempfile.SpooledTemporaryFile(_SPOOL)
+async def collect(agent: Sandbox, roots: list[str]) -> list[tuple[str, IO[bytes] | None]]:
+    """Docker's archive of each result path of ``agent`` (None: absent), read by the engine; the
+    agent's processes must be gone (or frozen) first."""
+    out: list[tuple[str, IO[bytes] | None]] = []
+    budget = MAX_RESULT_BYTES
     try:
-        r = await agent.exec(script, timeout=300, user=0, stdout=_Capped(snap.write, MAX_CHANGES_BYTES))
-        if r.exit_code != 0:
-            raise SandboxVerdict(f"cannot list the agent's changes (needs GNU find and tar): {r.output[-500:]}")
+        for root in roots:
+            spool = tempfile.SpooledTemporaryFile(_SPOOL)
+            out.append((root, spool))
+            if not await agent.get_archive(root, spool, budget):
+                spool.close()
+                out[-1] = (root, None)
+                continue
+            budget -= spool.tell()
+            spool.seek(0)
     except BaseException:
-        snap.close()
+        for _, f in out:
+            if f is not None:
+                f.close()
         raise
-    snap.seek(0)
-    return snap
+    return out
 
 
-async def restore(fresh: Sandbox, pristine: Pristine, snap: IO[bytes], tests_dir: Path) -> None:
-    """Bring the agent's changes (a ``snapshot``) and the task's tests into ``fresh``, with an
-    empty /logs/verifier."""
-    with tempfile.SpooledTemporaryFile(_SPOOL) as archive:
-        try:
-            deleted = await asyncio.to_thread(rebuild, pristine, snap, tests_dir, archive)
-        except (tarfile.TarError, EOFError, ValueError) as e:  # the agent's bytes: its failure, not ours
-            raise SandboxVerdict(f"the agent's change archive is unreadable: {e}") from e
-        archive.seek(0)
-        for cmd in _batches("rm -rf --", [*pristine.stale, *deleted]):
-            r = await fresh.exec(cmd, timeout=120, user=0)
-            if r.exit_code != 0:
-                raise SandboxError(f"cannot delete in the verifier's container: {r.output[-500:]}")
-        await fresh.put_archive(archive)
+def rebuild(archives: list[tuple[str, IO[bytes] | None]], tests_dir: Path) -> Crossing:
+    """The archive of what crosses (each result path whole, /tests, an empty /logs/verifier)
+    from the engine's archives of the result paths (``collect``)."""
+    out = tempfile.SpooledTemporaryFile(_SPOOL)
+    roots = [root for root, _ in archives]
+    crossing = Crossing(out, roots)
+    try:
+        with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            members = []
+            for root, raw in archives:
+                if raw is None:
+                    crossing.dropped.append(f"{root}: absent in the agent's container (crosses empty)")
+                    tar.addfile(dir_entry(root.lstrip("/")))
+                    continue
+                members.append((root, raw))
+            for root, raw in members:
+                with raw:
+                    _carry(root, raw, roots, tar, crossing.dropped)
+            add_tests(tar, tests_dir)
+            tar.addfile(dir_entry("logs/verifier"))
+    except (tarfile.TarError, EOFError, ValueError) as e:  # the agent's bytes: its failure, not ours
+        out.close()
+        raise SandboxVerdict(f"the agent's results are unreadable: {e}") from e
+    except BaseException:
+        out.close()
+        raise
+    out.seek(0)
+    return crossing
 
 
-def rebuild(pristine: Pristine, snap: IO[bytes], tests_dir: Path, out: IO[bytes]) -> list[str]:
-    """Write to ``out`` the archive to extract at / of the fresh container (the agent's changed
-    entries that are safe to carry, /tests, /logs/verifier); return the paths to delete first."""
-    with tarfile.open(fileobj=snap, mode="r|") as changes, \
-            tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        listing = changes.next()
-        data = changes.extractfile(listing) if listing is not None else None
-        if data is None:
-            raise SandboxVerdict("the agent's change list is missing")
-        present = set(_fields(data.read()))
-        _carry(pristine, changes, tar)
-        add_dir(tar, tests_dir, "tests")
-        tar.addfile(dir_entry("logs/verifier"))
-    return _deletions(pristine, present)
+def add_tests(tar: tarfile.TarFile, tests_dir: Path) -> None:
+    """The task's tests as /tests, readable by root alone (a test.sh that runs tests under
+    another identity grants it, as the managed template does for its tests' group): a program
+    of the agent's that the tests run as another user cannot read the expected answers."""
+    add_dir(tar, tests_dir, "tests", mode=0o700)
 
 
-def _carry(pristine: Pristine, changes: tarfile.TarFile, tar: tarfile.TarFile) -> None:
-    kept: dict[str, bytes] = {}  # path -> type of each entry written
-    below: set[str] = set()  # proper ancestors of the entries written
-    for m in iter(changes.next, None):  # not `for m in changes`: that starts again from the list
-        path, kind = "/" + m.name, tarfile.REGTYPE if m.isreg() else m.type
-        if m.type not in _KEPT or any(p in ("", ".", "..") for p in m.name.split("/")) or path in kept:
-            continue  # only canonical names, once each
-        if pristine.protected.covers(path):
+async def restore(fresh: Sandbox, crossing: Crossing) -> None:
+    """Replace the result paths of ``fresh`` (still as the image made it) by what crossed, with
+    the tests as /tests and an empty /logs/verifier."""
+    paths = " ".join(map(shlex.quote, ["/tests", "/logs/verifier", *crossing.roots]))
+    r = await fresh.exec(f"rm -rf -- {paths}", timeout=120, user=0, workdir="/")
+    if r.exit_code != 0:
+        raise SandboxError(f"cannot clear the result paths in the verifier's container: {r.output[-500:]}")
+    await fresh.put_archive(crossing.archive)
+
+
+def _carry(root: str, raw: IO[bytes], roots: list[str], tar: tarfile.TarFile, dropped: list[str]) -> None:
+    """Add to ``tar`` the entries of Docker's archive of ``root`` (named from its last component)
+    that may cross; note the others in ``dropped``."""
+    parent = posixpath.dirname(root)
+    view: dict[str, tarfile.TarInfo] = {}  # the agent's view of the result path: path -> entry
+    with tarfile.open(fileobj=raw, mode="r:") as src:  # random access: links may name later entries
+        entries = []
+        for m in src:
+            path = posixpath.join(parent, m.name).rstrip("/")
+            if posixpath.normpath(path) != path or not _within(path, root):
+                dropped.append(f"{m.name}: not a plain name below {root}")
+            elif path not in view:
+                view[path] = m
+                entries.append((path, m))
+        if root not in view or not view[root].isdir():
+            dropped.append(f"{root}: not a directory in the agent's container (crosses empty)")
+            tar.addfile(dir_entry(root.lstrip("/")))
+            return
+        kept: dict[str, bytes] = {}  # path -> type of each entry written
+        for path, m in entries:
+            _add(path, m, src, root, roots, view, kept, tar, dropped)
+
+
+def _add(path: str, m: tarfile.TarInfo, src: tarfile.TarFile, root: str, roots: list[str],
+         view: dict[str, tarfile.TarInfo], kept: dict[str, bytes], tar: tarfile.TarFile, dropped: list[str]) -> None:
+    why = _refusal(path, m, root, roots, view, kept)
+    if why:
+        dropped.append(f"{path}: {why}")
+        return
+    info = tarfile.TarInfo(path.lstrip("/"))  # a fresh header: numbers only, no extended attributes
+    info.type = tarfile.REGTYPE if m.isreg() else m.type
+    info.mode = m.mode & 0o1777 if m.isreg() else m.mode & 0o7777
+    info.uid, info.gid, info.mtime = m.uid, m.gid, m.mtime
+    if m.isreg() and m.mode & 0o6000:
+        dropped.append(f"{path}: setuid/setgid bits cleared")
+    if m.issym():
+        info.linkname = m.linkname
+    elif m.islnk():
+        info.linkname = posixpath.join(posixpath.dirname(root), m.linkname).lstrip("/")
+    if m.isreg():
+        info.size = m.size
+    tar.addfile(info, src.extractfile(m) if m.isreg() else None)
+    kept[path] = info.type
+
+
+def _refusal(path: str, m: tarfile.TarInfo, root: str, roots: list[str], view: dict[str, tarfile.TarInfo],
+             kept: dict[str, bytes]) -> str:
+    """Why entry ``m`` at ``path`` may not cross ("" if it may)."""
+    if not (m.isreg() or m.isdir() or m.issym() or m.islnk()):
+        return "not a file, directory or link"
+    if path != root and kept.get(posixpath.dirname(path)) != tarfile.DIRTYPE:
+        return "below an entry that is not a directory that crossed"
+    if m.issym():
+        target = _resolve(posixpath.dirname(path), m.linkname, roots, view)
+        return "" if target else f"a link to {m.linkname} that leaves the result paths"
+    if m.islnk():
+        source = posixpath.join(posixpath.dirname(root), m.linkname)
+        return "" if kept.get(source) == tarfile.REGTYPE else f"a hard link to {m.linkname}, not a file that crossed"
+    return ""
+
+
+def _resolve(start: str, target: str, roots: list[str], view: dict[str, tarfile.TarInfo]) -> str | None:
+    """Where ``target`` (a link's text, in directory ``start``) leads in the agent's view of the
+    result paths; None when it leaves them at any step, or loops."""
+    hops = 0
+    pending = target.split("/")
+    at = "/" if target.startswith("/") else start
+    while pending:
+        part = pending.pop(0)
+        if part in ("", "."):
             continue
-        if kind != tarfile.DIRTYPE and (pristine.protected.above(path) or path in below):
-            continue  # would replace a directory that holds protected or written entries
-        ancestors = list(_ancestors(path))
-        # When this entry is extracted, each ancestor must be a directory: one written before,
-        # or the image's (a missing one is created as a directory).
-        if any(kept[a] != tarfile.DIRTYPE if a in kept else pristine.kinds.get(a, "d") != "d" for a in ancestors):
-            continue
-        if kind == tarfile.LNKTYPE and kept.get("/" + m.linkname) != tarfile.REGTYPE:
-            continue
-        info = tarfile.TarInfo(m.name)  # a fresh header: no extended attributes or device numbers
-        info.type, info.mode, info.uid, info.gid, info.mtime = kind, m.mode, m.uid, m.gid, m.mtime
-        if kind in (tarfile.SYMTYPE, tarfile.LNKTYPE):
-            info.linkname = m.linkname
-        if kind == tarfile.REGTYPE:
-            info.size = m.size
-        tar.addfile(info, changes.extractfile(m) if kind == tarfile.REGTYPE else None)
-        kept[path] = kind
-        below.update(ancestors)
+        at = posixpath.dirname(at) if part == ".." else posixpath.join(at, part)
+        if not any(_within(at, r) for r in roots):
+            if any(_within(r, at) for r in roots):
+                continue  # an ancestor of a result path, on the way down into it
+            return None
+        entry = view.get(at)
+        if entry is not None and entry.issym():
+            hops += 1
+            if hops > _MAX_HOPS:
+                return None
+            pending = entry.linkname.split("/") + pending
+            at = "/" if entry.linkname.startswith("/") else posixpath.dirname(at)
+    return at if any(_within(at, r) for r in roots) else None
 
 
-def _deletions(pristine: Pristine, present: set[str]) -> list[str]:
-    """The image's paths the agent removed, topmost only, never an ancestor of a protected one."""
-    gone = {p for p in pristine.kinds if p not in present and not pristine.protected.above(p)}
-    return sorted(p for p in gone if not any(a in gone for a in _ancestors(p)))
-
-
-class _Capped:
-    """Passes bytes on to ``write``, refusing more than ``limit`` in all."""
-
-    def __init__(self, write: Callable[[bytes], object], limit: int) -> None:
-        self.write, self.limit, self.left = write, limit, limit
-
-    def __call__(self, data: bytes) -> None:
-        self.left -= len(data)
-        if self.left < 0:
-            raise SandboxVerdict(f"the agent's changes exceed {self.limit} bytes")
-        self.write(data)
-
-
-def _fields(data: bytes) -> list[str]:
-    """NUL-terminated fields as paths (undecodable bytes kept as surrogates)."""
-    return [os.fsdecode(f) for f in data.split(b"\0")[:-1]]
-
-
-def _parts(path: str) -> list[str]:
-    path = path.strip("/")
-    return path.split("/") if path else []
-
-
-def _ancestors(path: str) -> Iterable[str]:
-    parts = _parts(path)
-    return ("/" + "/".join(parts[:i]) for i in range(1, len(parts)))
-
-
-def _prune(patterns: Iterable[str]) -> str:
-    return " -o ".join(f"-path {shlex.quote(p)}" for p in patterns)
-
-
-def _epoch(iso: str) -> str:
-    """Docker's UTC time with nanoseconds -> ``seconds.fraction`` (for find's ``@``)."""
-    whole, _, frac = iso.rstrip("Z").partition(".")
-    seconds = datetime.datetime.fromisoformat(whole).replace(tzinfo=datetime.timezone.utc).timestamp()
-    return f"{int(seconds)}.{frac or '0'}"
-
-
-def _batches(command: str, paths: list[str], limit: int = 64 << 10) -> list[str]:
-    """``command`` over ``paths`` in as few lines as keep each under ``limit`` characters."""
-    lines: list[str] = []
-    for q in map(shlex.quote, paths):
-        if not lines or len(lines[-1]) + len(q) >= limit:
-            lines.append(command)
-        lines[-1] += " " + q
-    return lines
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")

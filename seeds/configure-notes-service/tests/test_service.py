@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 BASE = "http://127.0.0.1:8088"
-SERVER_SHA256 = "991066bcff87c1c7c5960e693c1b09217b39c1b6f6c81ded699acdd6c3b7b76f"
+SERVER_SHA256 = "d30676896e1336b298356f2696b2d8787f60fcd44ee75a9e30b727bf09dde746"
 
 
 def request(method: str, path: str, body: bytes | None = None, token: str | None = None):
@@ -62,7 +62,7 @@ def server():
 
 @pytest.fixture(scope="module")
 def token():
-    path = Path("/etc/notes-api/token")
+    path = Path("/srv/notes-api/token")
     assert path.exists(), "token file missing"
     return path.read_text().strip()
 
@@ -79,7 +79,7 @@ def test_health_ok(server):
 
 def test_token_file_owner_only(token):
     assert token
-    assert stat.S_IMODE(os.stat("/etc/notes-api/token").st_mode) & 0o077 == 0
+    assert stat.S_IMODE(os.stat("/srv/notes-api/token").st_mode) & 0o077 == 0
 
 
 def test_note_roundtrip_stored_in_data_dir(server, token):

@@ -1,6 +1,6 @@
 """minicron: a tiny cron-like scheduler.
 
-Job files: /etc/minicron/jobs.d/<name>.job (override the folder with $MINICRON_JOBS), lines ``key = value``:
+Job files: /srv/minicron/jobs.d/<name>.job (override the folder with $MINICRON_JOBS), lines ``key = value``:
 
     schedule = M H DOM MON DOW   five numeric cron fields: *, N, A-B, */S, A-B/S and comma lists;
                                  DOW 0-7 with 0 and 7 = Sunday; when DOM and DOW are both restricted
@@ -90,7 +90,7 @@ def load_job(path):
 
 
 def load_jobs():
-    folder = Path(os.environ.get("MINICRON_JOBS", "/etc/minicron/jobs.d"))
+    folder = Path(os.environ.get("MINICRON_JOBS", "/srv/minicron/jobs.d"))
     jobs, problems = [], []
     for path in sorted(folder.glob("*.job")):
         try:

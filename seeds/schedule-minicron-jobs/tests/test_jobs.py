@@ -8,13 +8,15 @@ from pathlib import Path
 
 import pytest
 
-MINICRON = str(Path(__file__).parent / "minicron.py")
-JOBS = Path("/etc/minicron/jobs.d")
+# The programs the tests start cannot read /tests: the pristine copy goes to them as its source.
+MINICRON = (Path(__file__).parent / "minicron.py").read_text()
+JOBS = Path("/srv/minicron/jobs.d")
 START, END = "2024-07-01T00:00", "2024-08-03T00:00"
 
 
 def minicron(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, MINICRON, *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-I", "-c", MINICRON, *args], capture_output=True, text=True,
+                          timeout=120)
 
 
 @pytest.fixture(scope="module")

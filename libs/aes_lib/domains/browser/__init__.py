@@ -43,4 +43,5 @@ DOMAIN = Domain(
     gate="aes_lib.domains.browser.gate:BrowserGate",
     solver_prompt=SOLVER_PROMPT,
     startup="aes-web-up",
+    results=(APP_DIR,),
 )

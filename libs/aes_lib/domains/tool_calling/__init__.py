@@ -6,8 +6,9 @@ from pathlib import Path
 
 from aes_lib.domains.base import Domain
 
-SERVICE_PATH = "/srv/service/service.py"
-"""Where a task's image puts its service."""
+SERVICE_DIR = "/srv/service"
+"""Where a task's image puts its service (``service.py``) and the service keeps its state."""
+SERVICE_PATH = f"{SERVICE_DIR}/service.py"
 
 SOLVER_PROMPT = """\
 This environment is a service you operate through typed calls; you run as an unprivileged
@@ -29,4 +30,5 @@ DOMAIN = Domain(
     gate="aes_lib.domains.tool_calling.gate:ToolCallingGate",
     solver_prompt=SOLVER_PROMPT,
     startup=f"aes-tools-up {SERVICE_PATH}",
+    results=(SERVICE_DIR,),
 )

@@ -1,6 +1,6 @@
 """notes-api: a tiny HTTP service storing text notes on disk.
 
-Reads its configuration from $NOTES_CONFIG (default /etc/notes-api/config.ini):
+Reads its configuration from $NOTES_CONFIG (default /srv/notes-api/config.ini):
 
     [server]   host, port
     [storage]  data_dir (existing writable directory), max_note_bytes (positive integer)
@@ -102,7 +102,7 @@ def make_handler(cfg):
 
 
 def main():
-    cfg = load_config(os.environ.get("NOTES_CONFIG", "/etc/notes-api/config.ini"))
+    cfg = load_config(os.environ.get("NOTES_CONFIG", "/srv/notes-api/config.ini"))
     ThreadingHTTPServer((cfg["host"], cfg["port"]), make_handler(cfg)).serve_forever()
 
 

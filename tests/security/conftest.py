@@ -1,0 +1,3 @@
+"""The red team's fixture tasks under ``tasks/`` (their test_*.py run inside containers only)."""
+
+collect_ignore = ["tasks"]
