@@ -67,6 +67,22 @@ async def test_an_engine_error_on_the_agents_live_container_is_no_reward(make_ta
         await run_trial(Task.load(make_task()), RefusedWhileRunning(), images, labels=test_label)
 
 
+@dataclasses.dataclass
+class Vanished:
+    """An agent whose container the engine loses before its results are read (the agent cannot
+    remove its own container: only the engine's operator can)."""
+
+    async def run(self, sandbox: Sandbox, instruction: str) -> AgentOutcome:
+        await asyncio.to_thread(sandbox.container.remove, force=True)
+        return AgentOutcome(exit_code=0)
+
+
+async def test_a_container_gone_before_its_results_are_read_is_no_reward(make_task, images, test_label) -> None:
+    # An absent result path crosses empty; a container that is gone must not look like one.
+    with pytest.raises(TrialFault, match="No such container|not found"):
+        await run_trial(Task.load(make_task()), Vanished(), images, labels=test_label)
+
+
 async def test_fault_in_a_calibration_rollout_decides_nothing(make_task, docker_client, tmp_path,
                                                                verifier_read_fails) -> None:
     task = Task.load(make_task())

@@ -405,12 +405,13 @@ def _exec_frames(api: docker.APIClient, exec_id: str) -> Iterator[tuple[int, byt
 
 
 def _copy_limited(stream, dest: IO[bytes], max_bytes: int, what: str) -> None:
-    """Write a get_archive stream to ``dest``, refusing (before writing it) more than ``max_bytes``."""
+    """Write a get_archive stream to ``dest``, refusing (before writing it) more than ``max_bytes``:
+    what the container holds is too large, the attempt's doing (a verdict), not the engine's."""
     size = 0
     for chunk in stream:
         size += len(chunk)
         if size > max_bytes:
-            raise SandboxError(f"{what}: more than {max_bytes} bytes")
+            raise SandboxVerdict(f"{what}: more than {max_bytes} bytes")
         dest.write(chunk)
 
 

@@ -91,6 +91,8 @@ async def collect(agent: Sandbox, roots: list[str]) -> list[tuple[str, IO[bytes]
                 continue
             budget -= spool.tell()
             spool.seek(0)
+        if any(f is None for _, f in out):
+            await agent.inspect()  # an absent path, not a container gone (the engine's fault, never a verdict)
     except BaseException:
         for _, f in out:
             if f is not None:
