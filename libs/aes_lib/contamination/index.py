@@ -9,27 +9,21 @@ hash of its ids; the keys are sorted (``hashes``) next to the window's start in
 A check first rules out (almost) every clean candidate cheaply, then checks the
 rest exactly:
 
-- ASCII text (the common case), when the C extension ``_ngram`` is built: one C
-  call tokenizes it exactly as ``token_bytes()``, maps each token to its id through
-  a hash table of the vocabulary, rolls the same 64-bit window hash as below
-  (windows holding a token the held-out set never uses are skipped: they cannot
-  match) and looks each window up in a bloom filter, then the sorted hashes. A
-  candidate none of whose window hashes is in the index shares no n-gram.
-- Other text (and every text without the extension): a set of every held-out
-  k-gram (k = (n+1)//2, as text) is probed with the candidate's k-grams at
-  positions 0, k, 2k...: any shared n-gram holds one of them whole.
+- the cheap test: a set of every held-out k-gram (k = (n+1)//2, as text) is probed
+  with the candidate's k-grams at positions 0, k, 2k...: any shared n-gram holds one
+  of them whole (skipped for held-out sets too large to hold it, see
+  ``_ANCHOR_MAX_TOKENS``: then every candidate takes the exact check).
+- the exact check maps the candidate's tokens to ids (any token the held-out set
+  never uses gets one shared "unknown" id), hashes every window with a few
+  vectorized passes (one prefix sum, whatever n), drops almost every window with a
+  one-byte prefilter, binary-searches the rest, and verifies each hit token by token
+  against the stored ids: a hash collision, or a window holding an unknown token,
+  can never produce a report. The work is linear in the candidate's length.
 
-The exact check, in Python and numpy whatever the text: it maps the candidate's
-tokens to ids (any token the held-out set never uses gets one shared "unknown"
-id), hashes every window with a few vectorized passes (one prefix sum, whatever
-n), drops almost every window with a one-byte prefilter, binary-searches the rest,
-and verifies each hit token by token against the stored ids: a hash collision, or
-a window holding an unknown token, can never produce a report. So the fast paths
-only decide which candidates skip it; both paths give the same verdicts and
-matches. The work is linear in the candidate's length.
-
-``build`` tokenizes and numbers ASCII instructions and hashes the windows in C
-when it can (pure Python and numpy otherwise, giving the same bytes), then sorts.
+Python and numpy only: against 100,000 held-out instructions a candidate is checked in
+~0.4 ms (1.7 ms at worst), thousands of times inside what the gate needs; the C
+extension this once had was faster still but not needed
+(``bench/results/contamination_scale_bench.md``).
 """
 
 from __future__ import annotations
@@ -46,11 +40,6 @@ import numpy as np
 
 from aes_lib.contamination.heldout import HeldoutTask
 from aes_lib.contamination.tokenize import TOKENIZER_NAME, token_bytes
-
-try:
-    from aes_lib.contamination import _ngram
-except ImportError:  # installed without a compiler: the pure-Python path does everything
-    _ngram = None
 
 DEFAULT_N = 13
 """Window length in tokens (the protocol's contamination rule)."""
@@ -161,15 +150,9 @@ def _window_hashes(mixed: np.ndarray, n: int) -> np.ndarray:
     return (prefix[n:] - prefix[:m]) * pw[:m]
 
 
-def _encode_c(texts: list[str]) -> tuple[list[bytes], np.ndarray, np.ndarray]:
-    """Vocabulary, token count per text and token ids: ASCII texts tokenized and numbered in C."""
-    encoder = _ngram.Encoder()
-    lengths = [encoder.add_text(t) if t.isascii() else encoder.add_tokens(token_bytes(t)) for t in texts]
-    return encoder.words(), np.array(lengths, np.int64), np.frombuffer(encoder.ids(), np.uint32)
-
-
-def _encode_py(texts: list[str]) -> tuple[list[bytes], np.ndarray, np.ndarray]:
-    """:func:`_encode_c` with C-level passes of Python builtins rather than a Python loop per token."""
+def _encode(texts: list[str]) -> tuple[list[bytes], np.ndarray, np.ndarray]:
+    """Vocabulary (in order of first use), token count per text and token ids, with C-level
+    passes of Python builtins rather than a Python loop per token."""
     lengths: list[int] = []
     all_toks: list[bytes] = []
     for text in texts:
@@ -226,9 +209,6 @@ class NgramIndex:
         self._shift = np.uint64(64 - bits)
         self._filter = np.zeros(1 << bits, dtype=bool)
         self._filter[hashes >> self._shift] = True
-        self._probe = None if _ngram is None else _ngram.Probe(
-            [tok.encode() for tok in vocab], self._mixed, np.ascontiguousarray(hashes, dtype=np.uint64), n, _BASE
-        )
 
     # -- building -----------------------------------------------------------------
 
@@ -238,24 +218,18 @@ class NgramIndex:
             raise ValueError(f"n must be positive, got {n}")
         tasks = list(tasks)
         doc_ids = [task.id for task in tasks]
-        # Both ways number words in order of first use, so they build identical indexes.
-        encode = _encode_c if _ngram is not None else _encode_py
-        vocab, lengths, token_ids = encode([task.instruction for task in tasks])
+        vocab, lengths, token_ids = _encode([task.instruction for task in tasks])
         offsets = np.concatenate([np.zeros(1, np.uint64), np.cumsum(lengths, dtype=np.uint64)])
         if len(token_ids) >= 2**32:
             raise ValueError(f"held-out set too large for 32-bit offsets: {len(token_ids)} tokens")
         mixed = _mix(np.arange(len(vocab), dtype=np.uint64))
 
-        if _ngram is not None:
-            raw_hashes, raw_starts = _ngram.window_hashes(token_ids, offsets, mixed, n, _BASE)
-            hashes, starts = np.frombuffer(raw_hashes, np.uint64), np.frombuffer(raw_starts, np.uint32)
-        else:
-            all_hashes = _window_hashes(mixed[token_ids], n)
-            window_starts = np.arange(len(all_hashes), dtype=np.uint64)
-            # A window is kept only if it ends inside the instruction it starts in.
-            doc_end = np.repeat(offsets[1:], lengths)[: len(all_hashes)]
-            inside = window_starts + np.uint64(n) <= doc_end
-            hashes, starts = all_hashes[inside], window_starts[inside].astype(np.uint32)
+        all_hashes = _window_hashes(mixed[token_ids], n)
+        window_starts = np.arange(len(all_hashes), dtype=np.uint64)
+        # A window is kept only if it ends inside the instruction it starts in.
+        doc_end = np.repeat(offsets[1:], lengths)[: len(all_hashes)]
+        inside = window_starts + np.uint64(n) <= doc_end
+        hashes, starts = all_hashes[inside], window_starts[inside].astype(np.uint32)
         hashes, starts = _sort_by_hash(hashes, starts)
         return cls(n, [tok.decode() for tok in vocab], doc_ids, offsets, token_ids, hashes, starts)
 
@@ -263,8 +237,6 @@ class NgramIndex:
 
     def check(self, text: str) -> Match | None:
         """The first shared n-gram of ``text`` (in reading order), or None."""
-        if self._probe is not None and text.isascii() and not self._probe.may_share(text):
-            return None  # the common case, one C call
         found = self.check_many([text], first_only=True)
         return found[0] if found else None
 
@@ -279,11 +251,8 @@ class NgramIndex:
         which: list[int] = []
         size = 0
         for i, text in enumerate(texts):
-            in_c = self._probe is not None and text.isascii()
-            if in_c and not self._probe.may_share(text):
-                continue
             toks = token_bytes(text)
-            if not in_c and not self._may_share(toks):
+            if not self._may_share(toks):
                 continue
             batch.append(np.fromiter(map(self._lookup.get, toks, repeat(self._unknown)), np.int64, len(toks)))
             which.append(i)

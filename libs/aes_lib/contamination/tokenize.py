@@ -14,8 +14,7 @@ The n-gram text reported for a match is its tokens joined by single spaces.
 
 ``token_bytes(text)`` is the same list UTF-8 encoded, the form the index matches on.
 On ASCII text it skips the Unicode steps, which change nothing there: word bytes are
-``[A-Za-z0-9_]``, lower-cased. The C extension ``_ngram`` tokenizes ASCII text the same
-way (tests hold the two equal); any other text always takes the Unicode path here.
+``[A-Za-z0-9_]``, lower-cased.
 """
 
 from __future__ import annotations
