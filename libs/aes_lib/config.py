@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import json
 import os
 import tomllib
+from collections.abc import Iterator
+from itertools import chain
 from pathlib import Path
 from typing import Any, ClassVar, Literal, NamedTuple, get_args, get_origin, get_type_hints
 
@@ -63,17 +66,16 @@ computed (``home``) or a fallback is taken elsewhere (``model_api_key``)."""
 
 _BOOLS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
 
-# Annotated type -> what an error says was expected; a type not listed has no reader.
-_EXPECTED: dict[object, str] = {
-    str: "a string",
-    int: "an integer",
-    float: "a number",
-    bool: "one of 1, 0, true, false, yes, no",
-    Path: "a path",
-    tuple[str, ...]: "comma-separated names",
+# Annotated type -> what an error says was expected of text (a variable, a --set) and of a typed
+# value (TOML, a profile); a type not listed has no reader.
+_EXPECTED: dict[object, tuple[str, str]] = {
+    str: ("a string", "a string"),
+    int: ("an integer", "an integer"),
+    float: ("a number", "a number"),
+    bool: ("one of 1, 0, true, false, yes, no", "true or false"),
+    Path: ("a path", "a path"),
+    tuple[str, ...]: ("comma-separated names", "an array of strings"),
 }
-_EXPECTED_TYPED = {**_EXPECTED, bool: "true or false", tuple[str, ...]: "an array of strings"}
-"""The same in a config file, whose values are typed."""
 
 
 class Sourced(NamedTuple):
@@ -83,10 +85,8 @@ class Sourced(NamedTuple):
     source: str
 
 
-def _from_text(kind: object, raw: object) -> object:
-    # Text (a variable, a --set) in the shape msgspec's lax conversion takes.
-    if not isinstance(raw, str):
-        return raw
+def _from_text(kind: object, raw: str) -> object:
+    # Text in the shape msgspec's lax conversion takes (it reads numbers and literals itself).
     if kind is bool:
         return _BOOLS.get(raw.strip().lower(), raw)
     if kind == tuple[str, ...]:
@@ -107,11 +107,11 @@ def convert(kind: object, raw: object, typed: bool = False) -> object:
     literal = get_origin(kind) is Literal
     if not literal and kind not in _EXPECTED:
         raise TypeError(f"no reader for settings of type {kind!r}")
+    text = isinstance(raw, str) and not typed
     try:
-        return msgspec.convert(raw if typed else _from_text(kind, raw), kind, strict=typed, dec_hook=_dec_path)
+        return msgspec.convert(_from_text(kind, raw) if text else raw, kind, strict=typed, dec_hook=_dec_path)
     except msgspec.ValidationError:
-        expected = f"one of {', '.join(map(str, get_args(kind)))}" if literal else \
-            (_EXPECTED_TYPED if typed else _EXPECTED)[kind]
+        expected = f"one of {', '.join(map(str, get_args(kind)))}" if literal else _EXPECTED[kind][typed]
         raise ValueError(f"expected {expected}") from None
 
 
@@ -139,21 +139,18 @@ def layers_in_use() -> bool:
     return bool(os.environ.get(CONFIG_VAR) or os.environ.get(SET_VAR) or (Path.cwd() / CONFIG_FILE).is_file())
 
 
-_parsed: dict[Path, tuple[tuple[int, int], dict[str, Any]]] = {}
-
-
 def config_file(path: Path) -> dict[str, Any]:
     """The TOML document at ``path`` (parsed again only when the file changes)."""
     st = path.stat()
-    stamp = (st.st_mtime_ns, st.st_size)
-    cached = _parsed.get(path)
-    if cached is None or cached[0] != stamp:
-        try:
-            cached = (stamp, tomllib.loads(path.read_text()))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-            raise SettingsError(f"{path}: not valid TOML: {e}") from None
-        _parsed[path] = cached
-    return cached[1]
+    return _parsed(path, st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed(path: Path, _mtime_ns: int, _size: int) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise SettingsError(f"{path}: not valid TOML: {e}") from None
 
 
 def set_overrides() -> dict[str, dict[str, str]]:
@@ -175,9 +172,41 @@ def set_overrides() -> dict[str, dict[str, str]]:
     return out
 
 
+_Setting = tuple[str, object, str, str, bool]
+"""(key, value, how an error names it, its source, whether the value is typed) as a layer sets it."""
+
+
+def _layers(section: str, env_prefix: str, names: list[str], error: type[Exception]) -> Iterator[_Setting]:
+    """What the layers above the profile set in ``section``, lowest first: the config file, the
+    environment (``<env_prefix><NAME>`` of each of ``names``), then ``--set``."""
+    path = config_path()
+    if path is not None:
+        table = config_file(path).get(section, {})
+        if not isinstance(table, dict):
+            raise error(f"{path}: {section}: expected a [{section}] table, got {table!r}")
+        yield from ((key, raw, f"{path}: {section}.{key}", str(path), True) for key, raw in table.items())
+    for key in names:
+        if (var := f"{env_prefix}{key.upper()}") in os.environ:
+            yield key, os.environ[var], var, var, False
+    yield from ((key, raw, f"--set {section}.{key}", "--set", False)
+                for key, raw in set_overrides().get(section, {}).items())
+
+
+def profile_name() -> str:
+    """``[core] model_profile`` as the layers above a profile set it (the profile is the layer
+    beneath them, so it is read from them alone)."""
+    name, where = "small", "the default"
+    for key, raw, named, _, _ in _layers("core", "AES_", ["model_profile"], SettingsError):
+        if key == "model_profile":
+            name, where = raw, named
+    if name not in PROFILES:
+        raise SettingsError(f"{where}: expected one of {', '.join(PROFILES)}, got {name!r}")
+    return name  # type: ignore[return-value]
+
+
 def sourced(cls: type, error: type[Exception] = SettingsError) -> dict[str, Sourced]:
-    """The fields of the settings dataclass ``cls`` that a layer sets (file < environment <
-    ``--set``), converted to their annotated types, each with its source.
+    """The fields of the settings dataclass ``cls`` that a layer sets (profile < file <
+    environment < ``--set``), converted to their annotated types, each with its source.
 
     A value that does not convert, or a key ``cls`` has no field for, raises ``error`` (each
     class keeps the error its callers catch) in one line naming the key and where it was set.
@@ -185,48 +214,19 @@ def sourced(cls: type, error: type[Exception] = SettingsError) -> dict[str, Sour
     hints = get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]
     section: str = cls.section  # type: ignore[attr-defined]
-    layers: list[tuple[str, str, dict[str, object]]] = []  # (source, how a key is named, values)
     profile = profile_name()
-    layers.append((f"profile {profile}", f"profile {profile}: {section}.{{}}", PROFILES[profile].get(section, {})))
-    path = config_path()
-    if path is not None:
-        table = config_file(path).get(section, {})
-        if not isinstance(table, dict):
-            raise error(f"{path}: {section}: expected a [{section}] table, got {table!r}")
-        layers.append((str(path), f"{path}: {section}.{{}}", table))
-    env = {n: os.environ[f"{cls.env_prefix}{n.upper()}"] for n in names  # type: ignore[attr-defined]
-           if f"{cls.env_prefix}{n.upper()}" in os.environ}  # type: ignore[attr-defined]
-    layers.append(("env", f"{cls.env_prefix}{{}}", env))  # type: ignore[attr-defined]
-    layers.append(("--set", f"--set {section}.{{}}", set_overrides().get(section, {})))  # type: ignore[arg-type]
+    below = ((key, raw, f"profile {profile}: {section}.{key}", f"profile {profile}", True)
+             for key, raw in PROFILES[profile].get(section, {}).items())
     values: dict[str, Sourced] = {}
-    for source, label, table in layers:
-        for key, raw in table.items():
-            named = label.format(key.upper() if source == "env" else key)
-            if key not in names:
-                near = difflib.get_close_matches(key, names, 1)
-                raise error(f"{named}: unknown key" + (f" (did you mean {near[0]}?)" if near else ""))
-            try:
-                value = convert(hints[key], raw, typed=source not in ("env", "--set"))  # a profile's is typed
-            except ValueError as e:
-                raise error(f"{named}: {e}, got {raw!r}") from None
-            values[key] = Sourced(value, named if source == "env" else source)
+    for key, raw, named, source, typed in chain(below, _layers(section, cls.env_prefix, names, error)):  # type: ignore[attr-defined]
+        if key not in names:
+            near = difflib.get_close_matches(key, names, 1)
+            raise error(f"{named}: unknown key" + (f" (did you mean {near[0]}?)" if near else ""))
+        try:
+            values[key] = Sourced(convert(hints[key], raw, typed), source)
+        except ValueError as e:
+            raise error(f"{named}: {e}, got {raw!r}") from None
     return values
-
-
-def profile_name() -> str:
-    """``[core] model_profile`` as the layers above a profile set it (the profile is the layer
-    beneath them, so it is read from them alone)."""
-    name, where = "small", "the default"
-    path = config_path()
-    if path is not None and "model_profile" in (core := config_file(path).get("core", {})):
-        name, where = core["model_profile"], f"{path}: core.model_profile"
-    if "AES_MODEL_PROFILE" in os.environ:
-        name, where = os.environ["AES_MODEL_PROFILE"], "AES_MODEL_PROFILE"
-    if "model_profile" in (sets := set_overrides().get("core", {})):
-        name, where = sets["model_profile"], "--set core.model_profile"
-    if name not in PROFILES:
-        raise SettingsError(f"{where}: expected one of {', '.join(PROFILES)}, got {name!r}")
-    return name
 
 
 def read_settings(cls: type, error: type[Exception] = SettingsError) -> dict[str, object]:
