@@ -35,7 +35,7 @@ import training_bench as tb  # noqa: E402  (machine header, log)
 
 from aes_lib.bus import Bus  # noqa: E402
 from aes_lib.config import Settings  # noqa: E402
-from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore  # noqa: E402
+from aes_lib.runners.pool_store import BUCKET, PoolStore  # noqa: E402
 from aes_lib.flywheel.training import TrainingConfig  # noqa: E402
 from aes_lib.learner.base_model import bundled_base_model  # noqa: E402
 from aes_lib.models.weights import engine_client  # noqa: E402

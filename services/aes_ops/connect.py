@@ -9,7 +9,7 @@ from typing import TypeVar
 from aes_lib.bus import Bus
 from aes_lib.config import Settings
 from aes_lib.flywheel.config import FlywheelConfig
-from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+from aes_lib.runners.pool_store import BUCKET, PoolStore
 
 T = TypeVar("T")
 

@@ -38,7 +38,7 @@ from aes_lib.config import Settings
 from aes_lib.families import Instance
 from aes_lib.flywheel.config import FlywheelConfig
 from aes_lib.flywheel.experiment import ExperimentConfig
-from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+from aes_lib.runners.pool_store import BUCKET, PoolStore
 from aes_lib.flywheel.training import TrainingConfig
 from aes_lib.learner import LearnerConfig
 from aes_lib.models.weights import TRAINABLE, engine_client

@@ -24,7 +24,7 @@ from aes_proto.trajectory import Trajectory
 
 from aes_lib.agents.trajectory import load_trajectory
 from aes_lib.bus import Bus
-from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+from aes_lib.runners.pool_store import BUCKET, PoolStore
 
 Format = Literal["parquet", "jsonl"]
 FILES: dict[str, str] = {"parquet": "trajectories.parquet", "jsonl": "trajectories.jsonl"}

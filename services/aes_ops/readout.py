@@ -19,7 +19,7 @@ from aes_lib.review import ReviewSettings
 from aes_services.contamination import NO_HELDOUT_INDEX, NO_INDEX_HELP
 from aes_lib.flywheel.config import FlywheelConfig
 from aes_proto.records import PoolEntry
-from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+from aes_lib.runners.pool_store import BUCKET, PoolStore
 from aes_lib.flywheel.status import Status, summarize
 from aes_ops.connect import with_bus
 

@@ -35,7 +35,7 @@ from aes_proto.messages import BlobRef, CalibrationResult, PoolEvent, PoolPlan, 
 from aes_lib.bundle import Task, unpack
 from aes_lib.domains.kinds import DomainKinds
 from aes_lib.flywheel.calibration import CalibrationRule
-from aes_lib.flywheel.runners.pool_store import PoolStore
+from aes_lib.runners.pool_store import PoolStore
 from aes_lib.sandbox import ImageCache, TrialFault
 from aes_lib.sandbox.end_state import EndStateError
 from aes_lib.sandbox.trial import regrade as regrade_trial

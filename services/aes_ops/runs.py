@@ -13,7 +13,7 @@ from pathlib import Path
 from aes_lib.bus import Bus
 from aes_lib.config import Settings
 from aes_lib.flywheel.config import FlywheelConfig
-from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+from aes_lib.runners.pool_store import BUCKET, PoolStore
 from aes_lib.flywheel.status import render
 from aes_lib.flywheel.training import TrainingConfig
 from aes_lib.models.weights import StaticEngineError, engine_client

@@ -24,7 +24,7 @@ from aes_lib.domains import domain_name
 from aes_lib.domains.terminal import SEEDS_DIR
 from aes_proto.records import PoolEntry
 from aes_lib.config import Settings
-from aes_lib.flywheel.runners.pool_store import PoolStore
+from aes_lib.runners.pool_store import PoolStore
 from aes_ops.connect import with_pool
 from aes_ops.validation import image_cache
 

@@ -21,7 +21,7 @@ from aes_proto.records import CALIBRATION_BUCKET
 from aes_lib.flywheel.calibrate import DIAGNOSTIC, calibrate
 from aes_lib.flywheel.revision import RolloutEvidence, feedback_text, revision_assignment, sends_back
 from aes_lib.agents.solver import publish_rollout
-from aes_lib.flywheel.runners.rollouts import cached
+from aes_lib.runners.rollouts import cached
 from aes_lib.service import Context
 from aes_services.solver_backed import SolverBackedService
 

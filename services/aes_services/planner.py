@@ -20,7 +20,7 @@ from aes_proto.records import HISTORY_BUCKET, EnvHistory, history_key
 from aes_lib.bus import kv as kvs
 from aes_lib.flywheel.config import FlywheelConfig
 from aes_lib.flywheel.planner import fold, plan_round
-from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+from aes_lib.runners.pool_store import BUCKET, PoolStore
 from aes_lib.service import Context, Service
 
 log = logging.getLogger(__name__)

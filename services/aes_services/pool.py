@@ -1,6 +1,6 @@
 """Pool manager: admissions into the active pool, pool reviews, and the review cadence.
 
-Three services share the pool state in JetStream KV (``aes_lib.flywheel.runners.pool_store``):
+Three services share the pool state in JetStream KV (``aes_lib.runners.pool_store``):
 
 - ``PoolService`` (``aes.result.calibration``): an admitted candidate joins the pool
   exactly once, whatever the number of replicas or redeliveries; ``PoolEvent``.
@@ -21,9 +21,9 @@ from aes_proto.records import REVIEW_BUCKET, PoolEntry
 
 from aes_lib.flywheel.config import FlywheelConfig
 from aes_lib.flywheel.pool import out_of_band
-from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+from aes_lib.runners.pool_store import BUCKET, PoolStore
 from aes_lib.agents.solver import publish_rollout
-from aes_lib.flywheel.runners.rollouts import cached
+from aes_lib.runners.rollouts import cached
 from aes_lib.service import Context, Service
 from aes_services.solver_backed import SolverBackedService
 

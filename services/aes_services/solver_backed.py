@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from aes_lib.flywheel.config import FlywheelConfig
-from aes_lib.flywheel.runners.rollouts import RolloutRunner
+from aes_lib.runners.rollouts import RolloutRunner
 from aes_lib.service import Context, M, Service
 
 
@@ -18,6 +18,6 @@ class SolverBackedService(Service[M]):
         self.config = self.config or FlywheelConfig.from_env()
         if self.runner is None:
             # Imported here: it pulls in the sandbox and model client, which tests with a runner skip.
-            from aes_lib.flywheel.runners.trial_runner import TrialRolloutRunner
+            from aes_lib.runners.trial_runner import TrialRolloutRunner
 
             self.runner = TrialRolloutRunner.from_settings(ctx.settings, ctx.blobs, self.config)

@@ -20,9 +20,9 @@ from aes_proto.records import TRAINING_BUCKET
 
 from aes_lib.agents.loop import LoopLimits
 from aes_lib.flywheel.config import FlywheelConfig
-from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+from aes_lib.runners.pool_store import BUCKET, PoolStore
 from aes_lib.agents.solver import publish_rollout
-from aes_lib.flywheel.runners.rollouts import cached
+from aes_lib.runners.rollouts import cached
 from aes_lib.flywheel.training import TrainingConfig, wave_requests
 from aes_lib.models.weights import engine_client
 from aes_lib.service import Context, Service
@@ -69,7 +69,7 @@ class TrainingRolloutService(Service[RolloutRequest]):
         cfg = self.config = self.config or TrainingConfig.from_env()
         self.engine = engine_client(ctx.settings.engine, ctx.settings.model_url)
         if self.runner is None:
-            from aes_lib.flywheel.runners.trial_runner import TrialRolloutRunner
+            from aes_lib.runners.trial_runner import TrialRolloutRunner
 
             limits = LoopLimits(max_turns=cfg.max_turns, max_tokens=cfg.max_tokens, temperature=cfg.temperature,
                                 history_turns=cfg.history_turns, context_tokens=cfg.context_tokens)

@@ -33,7 +33,7 @@ from aes_lib.agents.proposer.files import format_files
 from aes_lib.bus import Bus
 from aes_lib.bus.deadletters import read_letters
 from aes_lib.config import Settings
-from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+from aes_lib.runners.pool_store import BUCKET, PoolStore
 from aes_lib.sandbox.container import bridge_gateway
 from aes_ops.rounds import run_rounds
 from aes_ops.seeding import seed_dirs

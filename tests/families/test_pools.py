@@ -7,7 +7,7 @@ import collections
 import pytest
 
 from aes_lib import families
-from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+from aes_lib.runners.pool_store import BUCKET, PoolStore
 from aes_ops import pools
 from aes_ops.seeding import seed_pool
 

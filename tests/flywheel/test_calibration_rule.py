@@ -115,7 +115,7 @@ def test_the_flywheel_solver_gets_its_turn_and_token_limits(tmp_path):
 
     from aes_lib.config import Settings
     from aes_lib.flywheel.config import FlywheelConfig, FlywheelConfigError
-    from aes_lib.flywheel.runners.trial_runner import TrialRolloutRunner
+    from aes_lib.runners.trial_runner import TrialRolloutRunner
 
     settings = dataclasses.replace(Settings.from_env(home=tmp_path), model_url="http://127.0.0.1:9/v1")
     runner = TrialRolloutRunner.from_settings(settings, None, FlywheelConfig(solver_max_turns=2, solver_max_tokens=48))

@@ -17,7 +17,7 @@ from aes_lib.agents.loop import LoopLimits
 from aes_lib.bus import stream_for
 from aes_lib.bundle import pack
 from aes_lib.flywheel.config import FlywheelConfig
-from aes_lib.flywheel.runners.trial_runner import TrialRolloutRunner
+from aes_lib.runners.trial_runner import TrialRolloutRunner
 from aes_lib.models import ChatClient
 from aes_lib.domains.kinds import DomainKinds
 from aes_lib.sandbox import ImageCache
@@ -112,7 +112,7 @@ def _without_solution(tmp_path):
 async def test_an_imported_task_without_a_reference_some_attempts_pass_joins_the_pool_marked(fresh_nats, bus, tmp_path):
     import tomllib
 
-    from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+    from aes_lib.runners.pool_store import BUCKET, PoolStore
     from aes_ops.seeding import export, send_to_calibration
     from aes_services.pool import PoolService
 
@@ -133,7 +133,7 @@ async def test_an_imported_task_without_a_reference_some_attempts_pass_joins_the
 
 
 async def test_an_imported_task_without_a_reference_no_attempt_passes_stays_out(fresh_nats, bus, tmp_path):
-    from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+    from aes_lib.runners.pool_store import BUCKET, PoolStore
     from aes_ops.seeding import send_to_calibration
     from aes_services.pool import PoolService
 

@@ -10,7 +10,7 @@ from aes_proto.messages import CalibrationResult, Lineage, PoolEvent, Verdict
 
 from aes_lib.bundle import Task
 from aes_lib.bundle.harbor_dataset import content_digest
-from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+from aes_lib.runners.pool_store import BUCKET, PoolStore
 from aes_ops.runs import EmptyPoolError, training_only
 from aes_ops.seeding import seed_dirs
 

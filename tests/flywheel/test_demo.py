@@ -8,7 +8,7 @@ from aes_proto.messages import CalibrationResult, Lineage, Verdict
 from aes_lib.agents.loop import LoopLimits
 from aes_lib.bundle import pack
 from aes_lib.flywheel.config import FlywheelConfig
-from aes_lib.flywheel.runners.trial_runner import TrialRolloutRunner
+from aes_lib.runners.trial_runner import TrialRolloutRunner
 from aes_lib.models import ChatClient
 from aes_lib.domains.kinds import DomainKinds
 from aes_lib.sandbox import ImageCache

@@ -19,7 +19,7 @@ from aes_proto.messages import (
 )
 
 from aes_lib.flywheel.config import FlywheelConfig
-from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+from aes_lib.runners.pool_store import BUCKET, PoolStore
 from aes_ops.readout import snapshot
 from aes_ops.rounds import run_rounds
 from aes_ops.seeding import seed_pool

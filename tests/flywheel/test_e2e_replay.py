@@ -20,7 +20,7 @@ from aes_proto.messages import CalibrationResult, GateResult, PoolEvent, ReviewR
 
 from aes_lib.agents.proposer.files import format_files
 from aes_lib.flywheel.config import FlywheelConfig
-from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+from aes_lib.runners.pool_store import BUCKET, PoolStore
 from aes_ops.readout import snapshot
 from aes_ops.rounds import run_rounds
 from aes_ops.seeding import seed_pool

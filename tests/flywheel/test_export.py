@@ -5,7 +5,7 @@ import shutil
 import pytest
 
 from aes_lib.bundle.harbor_dataset import DigestUnsupportedError
-from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+from aes_lib.runners.pool_store import BUCKET, PoolStore
 from aes_ops.seeding import export, seed_dirs, seed_pool
 
 

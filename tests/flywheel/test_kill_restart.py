@@ -22,7 +22,7 @@ import pytest
 from aes_proto import subjects
 from aes_proto.messages import CalibrationResult, PoolEvent
 
-from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+from aes_lib.runners.pool_store import BUCKET, PoolStore
 from aes_ops.rounds import decode_any, run_rounds
 from aes_ops.seeding import seed_pool
 from aes_services.pool import PoolService

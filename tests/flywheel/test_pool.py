@@ -9,7 +9,7 @@ from aes_proto.messages import BlobRef
 
 from aes_lib.flywheel.pool import PoolCapacityError, admit, out_of_band, retire
 from aes_proto.records import PoolEntry, PoolIndex
-from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+from aes_lib.runners.pool_store import BUCKET, PoolStore
 
 
 def _entry(env_id: str) -> PoolEntry:

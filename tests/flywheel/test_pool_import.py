@@ -14,7 +14,7 @@ import pytest
 
 from aes_lib.bundle import Task
 from aes_lib.bundle.imported import as_imported, dataset_tasks
-from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+from aes_lib.runners.pool_store import BUCKET, PoolStore
 from aes_ops.seeding import SEEDS_DIR
 
 from flywheel_helpers import AES
@@ -135,7 +135,7 @@ async def test_rollouts_of_a_pool_seed_get_the_network_it_asks_for(bus, tmp_path
 
     from aes_lib.agents.loop import LoopLimits
     from aes_lib.bundle import pack
-    from aes_lib.flywheel.runners.trial_runner import TrialRolloutRunner
+    from aes_lib.runners.trial_runner import TrialRolloutRunner
     from aes_lib.models import ChatClient
     from aes_lib.domains.kinds import DomainKinds
     from aes_lib.sandbox import ImageCache

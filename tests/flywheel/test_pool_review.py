@@ -11,7 +11,7 @@ from aes_proto.messages import Assignment, PoolEvent, PoolPlan, PoolReview, Roll
 from aes_lib.bundle import pack
 from aes_lib.flywheel.config import FlywheelConfig
 from aes_proto.records import PoolEntry
-from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+from aes_lib.runners.pool_store import BUCKET, PoolStore
 from aes_services.planner import PlannerService, RolloutStatsService
 from aes_services.pool import PoolReviewService
 

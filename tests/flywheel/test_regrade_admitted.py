@@ -14,7 +14,7 @@ from aes_proto.messages import CalibrationResult, CandidateEnv, Lineage, PoolEve
 
 from aes_lib.bundle import pack
 from aes_lib.flywheel.config import FlywheelConfig
-from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+from aes_lib.runners.pool_store import BUCKET, PoolStore
 from aes_lib.sandbox import verifier
 from aes_services.calibrator import CalibratorService
 from aes_services.pool import PoolService

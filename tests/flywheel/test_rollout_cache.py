@@ -7,7 +7,7 @@ import asyncio
 
 import msgspec
 
-from aes_lib.flywheel.runners.rollouts import cached, kv_key
+from aes_lib.runners.rollouts import cached, kv_key
 from aes_proto.messages import BlobRef
 from aes_proto.records import TRAINING_BUCKET, RolloutOutcome
 

@@ -7,7 +7,7 @@ from aes_proto.messages import Assignment, BlobRef, CalibrationResult, Lineage, 
 
 from aes_lib.flywheel.config import FlywheelConfig
 from aes_proto.records import HISTORY_BUCKET, PoolEntry
-from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+from aes_lib.runners.pool_store import BUCKET, PoolStore
 from aes_services.planner import PlannerService, RolloutStatsService, load_histories
 from aes_services.pool import PolicyWatchService, PoolService
 

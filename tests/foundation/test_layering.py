@@ -5,8 +5,8 @@ that imports a service or the CLI makes every service carry the operator's code 
 import cycles); the wire contract imports nothing of ours.
 
 Inside ``aes_lib``: the floors of ``FLOORS`` (docs/ARCHITECTURE.md, "Floors inside aes_lib"
-says why each sits where it does). A unit (a top-level folder or module, or a sub-package
-``SUBUNITS`` names) imports only units on its own floor or below, and no two units import
+says why each sits where it does). A unit (a top-level folder or module) imports only units
+on its own floor or below, and no two units import
 each other. Every import counts: inside functions and under ``TYPE_CHECKING`` too, as each
 is knowledge of the module it names.
 """
@@ -46,12 +46,10 @@ FLOORS: tuple[frozenset[str], ...] = tuple(map(frozenset, (
     # 7 agents: the solver and the proposer, which use the domains
     {"agents"},
     # 8 what carries the flywheel's rules out with agents, sandbox and bus
-    {"flywheel.runners"},
+    {"runners"},
     # 9 assembly: every settings class in one place
     {"runconfig", "settings_table"},
 )))
-SUBUNITS = ("flywheel.runners",)
-"""Sub-packages that are units of their own (on a floor other than their parent's)."""
 
 ALLOWED: dict[tuple[str, str], str] = {
     # Each entry: an upward import that is known, and what removes it. An entry that no
@@ -74,15 +72,9 @@ class Import:
 
 
 def unit_of(module: str) -> str | None:
-    """The unit of ``aes_lib.x.y...`` (``x``, or a ``SUBUNITS`` entry it is in); None outside aes_lib."""
+    """The unit of ``aes_lib.x.y...`` (``x``); None outside aes_lib."""
     parts = module.split(".")
-    if parts[0] != "aes_lib" or len(parts) < 2:
-        return None
-    rest = ".".join(parts[1:])
-    for sub in SUBUNITS:
-        if rest == sub or rest.startswith(sub + "."):
-            return sub
-    return parts[1]
+    return parts[1] if parts[0] == "aes_lib" and len(parts) >= 2 else None
 
 
 def _module_name(path: Path, root: Path) -> tuple[str, list[str]]:
@@ -256,8 +248,8 @@ def test_a_unit_without_a_floor_is_named(tmp_path: Path) -> None:
     assert unplaced(library_imports(root), _units(root), PLANTED_FLOORS) == ["aes_lib", "newthing"]
 
 
-def test_a_subunit_is_a_unit_of_its_own() -> None:
-    assert unit_of("aes_lib.flywheel.runners.pool_store") == unit_of("aes_lib.flywheel.runners") == "flywheel.runners"
+def test_a_unit_is_the_top_level_folder_or_module() -> None:
+    assert unit_of("aes_lib.runners.pool_store") == unit_of("aes_lib.runners") == "runners"
     assert unit_of("aes_lib.flywheel.config") == "flywheel"
     assert unit_of("aes_lib.flywheel_extra") == "flywheel_extra"
     assert unit_of("aes_proto.messages") is None

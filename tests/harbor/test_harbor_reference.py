@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from aes_lib.bundle import Task
-from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+from aes_lib.runners.pool_store import BUCKET, PoolStore
 from aes_lib.sandbox import VERIFIER_TEMPLATE, validate_task
 from aes_ops.harbor_ref import harbor_copy, run
 from aes_ops.seeding import export, seed_dirs, seed_pool

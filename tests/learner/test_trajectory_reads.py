@@ -21,7 +21,7 @@ from aes_lib.agents.loop import LoopLimits
 from aes_lib.blobstore import BlobStore, open_store
 from aes_lib.bundle import pack
 from aes_lib.bus import Bus
-from aes_lib.flywheel.runners.trial_runner import TrialRolloutRunner
+from aes_lib.runners.trial_runner import TrialRolloutRunner
 from aes_lib.learner import LearnerConfig
 from aes_lib.models import ChatClient
 from aes_lib.domains.kinds import DomainKinds

@@ -23,7 +23,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+from aes_lib.runners.pool_store import BUCKET, PoolStore
 from aes_ops.seeding import seed_pool
 from aes_lib.learner import checkpoint_key
 from aes_lib.learner.advantages import has_signal

@@ -18,7 +18,7 @@ import statistics
 
 import pytest
 
-from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+from aes_lib.runners.pool_store import BUCKET, PoolStore
 from aes_ops.seeding import seed_pool
 from aes_lib.flywheel.training import TrainingConfig
 from aes_ops.waves import train

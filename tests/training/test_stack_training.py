@@ -19,7 +19,7 @@ from aes_ops import stack
 from aes_lib.agents.trajectory import load_trajectory
 from aes_lib.bus import Bus
 from aes_lib.config import Settings
-from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+from aes_lib.runners.pool_store import BUCKET, PoolStore
 from aes_ops.seeding import seed_pool
 from aes_lib.flywheel.training import TrainingConfig
 from aes_ops.waves import train

@@ -11,7 +11,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from aes_cli.main import main
-from aes_lib.flywheel.runners.pool_store import BUCKET, PoolStore
+from aes_lib.runners.pool_store import BUCKET, PoolStore
 from aes_lib.flywheel.training import TrainingConfig
 from aes_lib.learner import LearnerConfig
 from aes_lib.models.engine import chat_prompt_ids

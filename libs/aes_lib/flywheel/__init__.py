@@ -1,6 +1,6 @@
 """The flywheel's rules, as pure functions and values: the calibration rule (``calibration``,
 ``calibrate``), pool transitions (``pool``), planning (``planner``), revisions
 (``revision``), training-wave sampling (``training``), summaries (``status``) and their
-settings (``config``). ``runners/`` carries them out against KV, the bus and Docker; the
+settings (``config``). ``aes_lib.runners`` carries them out against KV, the bus and Docker; the
 services (``aes_services``) and operator tools (``aes_ops``) are thin shells around both.
 """

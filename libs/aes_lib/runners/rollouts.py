@@ -1,7 +1,7 @@
 """Solver rollouts as the flywheel needs them: one attempt on one bundle, summarized.
 
 ``RolloutRunner`` is the boundary between the flywheel and the sandbox/agents:
-the calibrator and the pool review call it, ``aes_lib.flywheel.runners.trial_runner``
+the calibrator and the pool review call it, ``aes_lib.runners.trial_runner``
 implements it with the real solver in a Docker sandbox.
 """
 
