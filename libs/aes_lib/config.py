@@ -7,6 +7,12 @@ takes its fields from four layers, each overriding the one before: the model pro
 (``<env_prefix><FIELD>``), then ``--set section.key=value`` overrides (``AES_SET``, which
 ``aes --set`` fills so that the services it starts see them too). Values are converted to
 the annotated types by msgspec; ``aes_lib.runconfig`` lists the classes and shows the result.
+
+Why not pydantic-settings: its sources merge before validating, so naming the layer of a bad
+value and each value's source (``aes config show``) would need a custom source per layer,
+each validated alone, which is what this reader does (~170 lines with docstrings); and the
+classes would stop being dataclasses, which ``dataclasses.replace`` calls across the code and
+tests rely on.
 """
 
 from __future__ import annotations
