@@ -202,10 +202,6 @@ async def _attempts(tasks: list[tuple[TaskResult, object]], url: str, model: str
                 progress.step(f"{task.name} #{i + 1}: {res.error}")
                 return
         t = r.trajectory
-        if t.stop_reason == "model_error":  # the endpoint failed: a 0 would not measure the policy
-            res.error = f"attempt {i + 1}: model error: {t.error.splitlines()[0] if t.error else ''}"
-            progress.step(f"{task.name} #{i + 1}: {res.error}")
-            return
         res.rewards.append(t.reward)
         res.metrics.append(t.metrics)
         res.trajectories.append(r.ref.key)

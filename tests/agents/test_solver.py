@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -129,3 +130,32 @@ async def test_rollouts_run_concurrently_up_to_the_limit(tmp_path):
                                       store, LoopLimits(), concurrency=2)
     assert len({r.trajectory.rollout_id for r in done}) == 4 and all(r.trajectory.reward == 0.0 for r in done)
     assert 1 <= srv.peak_in_flight <= 2
+
+
+async def test_an_endpoint_failure_is_a_fault_not_a_reward(tmp_path):
+    """The endpoint refuses every call: the attempt scores nothing and stores nothing, and the
+    fault is transient (the service redelivers it), where a 0 would mark the task too hard. The
+    proposer's solver tool reports it without spending a call."""
+    from aes_lib import faults
+    from aes_lib.agents.proposer.tools import ProposerTools
+    from aes_lib.agents.solver import SolverModelFault, run_rollouts
+
+    async def fetch(rel, local):
+        shutil.copytree(SEED, local, dirs_exist_ok=True)
+
+    task = Task.load(SEED)
+    store = open_store(f"file://{tmp_path}/blobs")
+    with ReplayServer(["TASK_DONE"], fail_first=100, fail_status=400) as srv:
+        async with ChatClient(srv.url, "replay") as client:
+            with pytest.raises(SolverModelFault, match="HTTP 400") as caught:
+                await rollout(task, client, ImageCache(kinds=DomainKinds()), store, LoopLimits(max_turns=2))
+            with pytest.raises(SolverModelFault):  # one failing attempt fails the set, none left running
+                await run_rollouts([(task, "seed-csv")] * 2, client, ImageCache(kinds=DomainKinds()), store,
+                                   LoopLimits(max_turns=2))
+            tools = ProposerTools(fetch_dir=fetch, images=ImageCache(kinds=DomainKinds()), store=store,
+                                  solver_client=client)
+            answers = [await tools.call(["solver", "task", "1"]) for _ in range(tools.budget.max_solver_calls + 1)]
+            tools.close()
+    assert faults.classify(caught.value) == "transient"
+    assert all(a.exit_code == 1 and "endpoint failed" in a.output and "not counted" in a.output for a in answers)
+    assert not list((tmp_path / "blobs").rglob("*.json*"))  # no trajectory stored

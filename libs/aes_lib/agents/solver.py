@@ -19,6 +19,7 @@ from aes_lib.agents.loop import LoopLimits, run_loop
 from aes_lib.agents.parse import DONE_MARKER
 from aes_lib.agents.trajectory import store_trajectory
 from aes_lib.domains import ToolSession, domain_of
+from aes_lib.faults import TransientError
 from aes_lib.flywheel.config import FlywheelConfig
 from aes_lib.models import ChatClient
 from aes_lib.sandbox.trial import AgentOutcome, run_trial
@@ -85,6 +86,12 @@ class SolverAgent:
         )
 
 
+class SolverModelFault(TransientError):
+    """The model endpoint failed mid-attempt (after the client's retries): the attempt measured the
+    endpoint, not the policy, so it is retried or dropped, never scored (a 0 here would mark tasks
+    too hard and train the policy away from what it did)."""
+
+
 @dataclass(frozen=True)
 class Rollout:
     """A finished attempt: the trajectory and where it is stored."""
@@ -126,6 +133,8 @@ async def rollout(
     started = time.monotonic()
     trial = await run_trial(task, agent, images)
     traj = agent.trajectory
+    if traj.stop_reason == "model_error":
+        raise SolverModelFault(f"model error during attempt {traj.rollout_id}: {traj.error}")
     traj.reward = float(trial.reward)
     if domain.shaped and (shaped := domain.shaped(traj.reward, traj.metrics)) is not None:
         traj.metrics[SHAPED_REWARD] = shaped
@@ -148,14 +157,20 @@ async def run_rollouts(
     limits: LoopLimits,
     concurrency: int = 4,
 ) -> list[Rollout]:
-    """``(task, env_id)`` pairs, each attempted once, at most ``concurrency`` at a time."""
+    """``(task, env_id)`` pairs, each attempted once, at most ``concurrency`` at a time; a fault
+    in one cancels the rest (none is left running) and is raised."""
     gate = asyncio.Semaphore(concurrency)
 
     async def one(task, env_id: str) -> Rollout:
         async with gate:
             return await rollout(task, client, images, store, limits, env_id=env_id)
 
-    return list(await asyncio.gather(*(one(t, e) for t, e in tasks)))
+    try:
+        async with asyncio.TaskGroup() as group:
+            running = [group.create_task(one(t, e)) for t, e in tasks]
+    except* Exception as faults:
+        raise faults.exceptions[0] from None
+    return [r.result() for r in running]
 
 
 def failure_signature(traj: Trajectory) -> str:

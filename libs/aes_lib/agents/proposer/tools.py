@@ -160,7 +160,7 @@ class ProposerTools:
         return ToolResult(0 if report.ok else 1, "\n".join(lines))
 
     async def _solver(self, task: Task, rel: str, rest: list[str]) -> ToolResult:
-        from aes_lib.agents.solver import run_rollouts
+        from aes_lib.agents.solver import SolverModelFault, run_rollouts
 
         if self.solver_client is None:
             return ToolResult(1, "no solver model is configured for this episode")
@@ -168,11 +168,14 @@ class ProposerTools:
             return ToolResult(2, f"k must be an integer in 1..{self.budget.max_solver_k}\n{USAGE}")
         if self._solver_calls >= self.budget.max_solver_calls:
             return ToolResult(1, f"solver budget spent ({self.budget.max_solver_calls} calls per episode)")
-        self._solver_calls += 1
         k = int(rest[0])
-        done = await run_rollouts(
-            [(task, f"draft:{rel}")] * k, self.solver_client, self.images, self.store, self.budget.solver_limits
-        )
+        try:
+            done = await run_rollouts(
+                [(task, f"draft:{rel}")] * k, self.solver_client, self.images, self.store, self.budget.solver_limits
+            )
+        except SolverModelFault as e:  # the endpoint's fault measures nothing: the call is not spent
+            return ToolResult(1, f"the solver's model endpoint failed, no rewards measured (not counted): {e}")
+        self._solver_calls += 1
         rewards = [r.trajectory.reward for r in done]
         lines = [f"solver rewards: {rewards}", f"mean: {sum(rewards) / k:.3f}"]
         for r in done:
