@@ -5,6 +5,7 @@ validator's library function (image builds, oracle 1.0, empty solution < 0.5).""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import tempfile
 import time
@@ -18,6 +19,7 @@ from aes_lib.agents.proposer.config import ProposerConfig
 from aes_lib.agents.proposer.harness import EpisodeBudget
 from aes_lib.agents.solver import solver_limits
 from aes_lib.agents.proposer.proposal import Proposal
+from aes_lib.agents.proposer.workspace import PastEnvironment
 from aes_lib.blobstore import open_store
 from aes_lib.bundle import BundleError, pack, unpack
 from aes_lib.config import Settings
@@ -63,6 +65,9 @@ class ModeStats:
                 f"| {cpv} | {self.prompt_tokens + self.completion_tokens} | {self.seconds / max(self.n, 1):.1f} | {reasons} |")
 
 
+SHOWN = 4
+"""Earlier valid tasks of the run shown to each agent-mode episode (the latest ones)."""
+
 HEADER = ("| mode | n | valid | valid rate [95% Wilson] | cost | cost per valid env | tokens | s/episode | outcomes |\n"
           "|---|---|---|---|---|---|---|---|---|")
 
@@ -96,12 +101,14 @@ async def run_mode(
     progress: Callable[[str], None] | None = None,
 ) -> ModeStats:
     """``n`` generations in ``mode``, one after another (each is judged by the validator and,
-    for a ``domain`` with a gate, by that gate);
+    for a ``domain`` with a gate, by that gate; an agent episode finds the run's earlier valid
+    tasks in past_environments/, so a "new" task is asked to differ from them);
     ``parent`` is an environment id and its bundle in ``resources.store``; ``progress``
     hears of each generation judged."""
     generator(mode)  # an unknown mode fails before any work
     solver = resources.solver_client
     stats = ModeStats(mode)
+    written: list[PastEnvironment] = []  # this run's valid tasks: later episodes see them, not a blank slate
     for i in range(n):
         a = Assignment(idempotency_key=f"generate:{mode}:{i}:{uuid.uuid4().hex[:8]}", episode_id=uuid.uuid4().hex,
                        lineage=Lineage(assignment_id=uuid.uuid4().hex, parent_env_id=parent[0] if parent else None,
@@ -109,8 +116,11 @@ async def run_mode(
                        direction="harder" if parent else "new", parent_bundle=parent[1] if parent else None)
         solver_cost_before = solver.usage.cost_usd if solver else 0.0
         t0 = time.monotonic()
-        p = await generate(a, resources)
+        p = await generate(a, dataclasses.replace(resources, others=tuple(written[-SHOWN:])))
         outcome = await _outcome(p, resources.images, get_domain(domain))
+        if outcome == "ok" and p.packed is not None:
+            ref = await asyncio.to_thread(resources.store.put_content, "bundles", p.packed.data, ".tar.gz")
+            written.append(PastEnvironment(p.packed.sha256, ref))
         stats.seconds += time.monotonic() - t0
         stats.n += 1
         stats.valid += outcome == "ok"

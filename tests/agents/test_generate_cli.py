@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -69,3 +70,20 @@ def test_solve_prints_reward(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert out.strip().splitlines()[-1] == "reward: 1"
     assert (tmp_path / "home" / "blobs").is_dir()
+
+
+def test_generate_shows_earlier_tasks_to_later_agent_episodes(tmp_path, monkeypatch):
+    """Two agent episodes: the second finds the first's valid task in past_environments/ (a
+    "new" task must differ from it), where it used to start from a blank workspace."""
+    monkeypatch.setenv("AES_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("AES_BLOB_URL", raising=False)
+    agent = json.loads((ROOT / "tests/replay/proposer_episode.json").read_text())["replies"]
+    second = ["```bash\nls past_environments\n```", "TASK_DONE"]
+    replies = ["```bash\nls past_environments\n```"] + agent[:10] + ["TASK_DONE"] + agent[10:] + second
+    with ReplayServer(replies) as srv:
+        assert main(["generate", "--mode", "agent", "--n", "2", "--model-url", srv.url, "--model", "replay"]) == 0
+    listings = [r["messages"][-1]["content"] for r in srv.requests
+                if r["messages"][-2]["content"].endswith("ls past_environments\n```")]
+    first, later = listings
+    assert not re.search(r"[0-9a-f]{64}", first)
+    assert len(re.findall(r"\b[0-9a-f]{64}\b", later)) == 1

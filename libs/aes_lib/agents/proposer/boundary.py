@@ -50,6 +50,9 @@ class Resources:
     """``prompt`` / ``feedback``: tokens and revisions."""
     rollouts: Rollouts | None = None
     """``agent``: the parent's solver attempts shown in the workspace (none when None)."""
+    others: tuple[PastEnvironment, ...] = ()
+    """``agent``: environments shown in past_environments/ besides the parent (e.g. those an
+    ``aes generate`` run already wrote, which a "new" task must differ from)."""
 
 
 class Generator(Protocol):
@@ -63,6 +66,7 @@ async def _agent(a: Assignment, r: Resources) -> Proposal:
     if (parent := a.lineage.parent_env_id) and a.parent_bundle:
         rollouts = await r.rollouts(parent) if r.rollouts else []
         past = [PastEnvironment(parent, a.parent_bundle, rollouts)]
+    past += [e for e in r.others if e.env_id != a.lineage.parent_env_id]
     return await run_episode(a, r.client, r.solver_client, r.images, r.store, past=past, state_file=r.state_file,
                              budget=r.budget)
 
