@@ -25,6 +25,17 @@ from aes_lib.bus.streams import stream_for
 from aes_lib.service import Context, Service
 
 
+INSTRUCTION_ON_BUS = 64 << 10
+"""Largest instruction (UTF-8 bytes) a candidate carries; a longer one stays in the bundle, well
+under the bus's message size beside the rest of the candidate."""
+
+
+def carried_instruction(instruction: str) -> str:
+    """What ``CandidateEnv.instruction`` carries of a task's instruction: all of it, or nothing
+    when it is too long for the bus (the stages then read it from the bundle)."""
+    return instruction if len(instruction.encode()) <= INSTRUCTION_ON_BUS else ""
+
+
 class RouteError(ValueError):
     """The verdict's stage is not the one at the head of the candidate's route."""
 

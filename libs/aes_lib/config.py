@@ -335,6 +335,9 @@ class Settings:
     at startup: every stage needs a consumer and the last must decide (``calibrate``)."""
     io_deadline: float = 120.0
     """Seconds one blob read or write may take before it counts as hung and is retried."""
+    bundle_cache_mb: int = 1024
+    """Megabytes of unpacked bundles a host keeps under ``<home>/cache/bundles`` (the admission stages
+    and solver runners read a candidate's files there instead of fetching it again); least recently used go first."""
     base_image_fallback: str = "aes-base:latest"
     """Image a task's ``FROM`` is built on when its own is neither local nor pullable (no
     registry), noted in the build log; empty: no substitution, such a build fails."""

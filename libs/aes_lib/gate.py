@@ -1,10 +1,15 @@
 """``Gate``: an admission stage that judges one unpacked task; the base does the rest.
 
-Per candidate the base fetches the bundle (with the I/O deadline; a store fault is
-transient and redelivers, see ``aes_lib.faults``), checks that ``env_id`` is the
-bundle's sha256, unpacks it off the event loop under ``limits``, maps bad bundle
-bytes to an ``invalid_bundle`` verdict, asks ``judge``, publishes the gate's result
-record and forwards or rejects along the route. A rejected candidate from a proposer
+Per candidate the base first offers the message to ``judge_message`` (a gate that needs
+only what travels on the candidate, the instruction, answers there and reads no bundle).
+Otherwise it leases the task's files from the host's unpack cache
+(``aes_lib.bundle.cache``): the first stage on a host fetches the bundle (with the I/O
+deadline; a store fault is transient and redelivers, see ``aes_lib.faults``), checks that
+``env_id`` is its sha256 and unpacks it off the event loop under ``limits``; later stages
+lease the same verified tree without a fetch. Bad bundle bytes become an
+``invalid_bundle`` verdict. Then it asks ``judge``, publishes the gate's result record and
+forwards or rejects along the route (a stage that read the files puts the instruction on
+the candidate it forwards, for a publisher that left it off). A rejected candidate from a proposer
 with revisions left (``AES_MAX_REVISIONS``) goes back to it with the verdict and the
 gate's ``feedback``, and its revision repeats the whole route. A new domain gate is a subclass
 with a ``stage`` name and a ``judge``; run it with ``aes service module:Class`` and
@@ -19,17 +24,17 @@ import dataclasses
 import functools
 import hashlib
 import logging
-import shutil
-import tempfile
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
+
+import msgspec
 
 from aes_proto import subjects
 from aes_proto.messages import Assignment, CandidateEnv, GateResult, Verdict
 
 from aes_lib import faults
-from aes_lib.admission import forward, reject
-from aes_lib.bundle import BundleError, BundleLimits, Task, unpack
+from aes_lib.admission import carried_instruction, forward, reject
+from aes_lib.bundle import BundleError, BundleLimits, Task
+from aes_lib.bundle.cache import Lease, UnpackCache
 from aes_lib.flywheel.config import FlywheelConfig
 from aes_lib.flywheel.revision import check_feedback, revision_assignment, sends_back
 from aes_lib.service import Context, Service
@@ -71,6 +76,11 @@ class Gate(Service[CandidateEnv], abc.ABC):
         """Judge the unpacked task. Raise for an infrastructure fault (it is retried, never a
         verdict); return a failing verdict only for what is wrong with the task itself."""
 
+    async def judge_message(self, candidate: CandidateEnv, ctx: Context) -> Judgement | Verdict | None:
+        """Judge from what the candidate carries (its ``instruction``), without the bundle's files;
+        None (the default): the files are needed, ``judge`` decides."""
+        return None
+
     async def record(self, candidate: CandidateEnv, judgement: Judgement, ctx: Context) -> None:
         """Publish this gate's result record; by default a ``GateResult``."""
         v = judgement.verdict
@@ -95,7 +105,7 @@ class Gate(Service[CandidateEnv], abc.ABC):
         return FlywheelConfig.from_env().max_revisions
 
     async def handle(self, msg: CandidateEnv, ctx: Context) -> None:
-        judgement = await self._judged(msg, ctx)
+        judgement, msg = await self._judged(msg, ctx)
         v = judgement.verdict
         revision = None if v.ok else self._revision(msg, judgement)
         log.info("gate verdict", extra={
@@ -114,22 +124,48 @@ class Gate(Service[CandidateEnv], abc.ABC):
             return None
         return revision_assignment(msg, msg.direction, check_feedback(judgement.verdict, evidence))
 
-    async def _judged(self, msg: CandidateEnv, ctx: Context) -> Judgement:
-        data = await faults.call(ctx.blobs.get_bytes, msg.bundle, deadline=ctx.settings.io_deadline,
-                                 what=f"{self.stage}: read bundle {msg.bundle.key}")
-        digest = hashlib.sha256(data).hexdigest()
-        if digest != msg.env_id:
-            return self.invalid(f"env_id {msg.env_id[:12]} is not the bundle's sha256 {digest[:12]}")
-        tmp = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix=f"aes-{self.stage}-"))
+    async def _judged(self, msg: CandidateEnv, ctx: Context) -> tuple[Judgement, CandidateEnv]:
+        """The judgement, and the candidate as it goes on (with the instruction once read)."""
+        out = await self.judge_message(msg, ctx)
+        if out is not None:
+            return (out if isinstance(out, Judgement) else Judgement(out)), msg
+        lease = await self._lease(msg, ctx)
+        if isinstance(lease, Judgement):
+            return lease, msg
         try:
-            try:
-                task = await asyncio.to_thread(unpack, data, tmp / "task", self.limits)
-            except BundleError as e:
-                return self.invalid(f"{type(e).__name__}: {e}")
-            out = await self.judge(task, msg, ctx)
-            return out if isinstance(out, Judgement) else Judgement(out)
+            if msg.instruction and msg.instruction != lease.task.instruction:
+                # A stage that judged the carried text must have judged the bundle's.
+                return self.invalid("the instruction the candidate carries is not its bundle's"), msg
+            if not msg.instruction:
+                msg = msgspec.structs.replace(msg, instruction=carried_instruction(lease.task.instruction))
+            out = await self.judge(lease.task, msg, ctx)
+            return (out if isinstance(out, Judgement) else Judgement(out)), msg
         finally:
-            await asyncio.to_thread(shutil.rmtree, tmp, True)
+            await asyncio.to_thread(lease.release)
+
+    async def _lease(self, msg: CandidateEnv, ctx: Context) -> Lease | Judgement:
+        """The task's files from the host's unpack cache; fetched, checked and put there on a
+        miss. A judgement (``invalid_bundle``) when the bytes are not the candidate's or unsafe."""
+        if msg.bundle.sha256 != msg.env_id:  # the cache holds the bundle's bytes by their digest
+            return self.invalid(f"env_id {msg.env_id[:12]} is not the bundle's sha256 {msg.bundle.sha256[:12]}")
+        cache = self.unpack_cache(ctx)
+        try:
+            if (lease := await asyncio.to_thread(cache.lease, msg.env_id, self.limits)) is not None:
+                return lease
+            data = await faults.call(ctx.blobs.get_bytes, msg.bundle, deadline=ctx.settings.io_deadline,
+                                     what=f"{self.stage}: read bundle {msg.bundle.key}")
+            digest = hashlib.sha256(data).hexdigest()
+            if digest != msg.env_id:
+                return self.invalid(f"env_id {msg.env_id[:12]} is not the bundle's sha256 {digest[:12]}")
+            return await asyncio.to_thread(cache.put, digest, data, self.limits)
+        except BundleError as e:
+            return self.invalid(f"{type(e).__name__}: {e}")
+
+    def unpack_cache(self, ctx: Context) -> UnpackCache:
+        """The host's unpack cache (``UnpackCache.for_settings``), opened on first use."""
+        if getattr(self, "_unpack_cache", None) is None:
+            self._unpack_cache = UnpackCache.for_settings(ctx.settings)
+        return self._unpack_cache
 
     def invalid(self, detail: str) -> Judgement:
         """The candidate's own bytes are bad: a permanent verdict."""

@@ -15,6 +15,8 @@ from typing import Literal
 import msgspec
 
 SCHEMA_VERSION = 1
+UNKNOWN_VERSION = -1
+"""A sample's policy version when the engine that sampled it did not say which weights it used."""
 
 
 class SchemaVersionError(ValueError):
@@ -72,6 +74,16 @@ class ProposalRef(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fiel
     """The proposals for one assignment form one group (their rewards are centred together)."""
     group_size: int = 1
     """Attempts in the group; the group is complete when each attempt's last episode is scored."""
+    rollout_id: str = ""
+    """The episode's rollout id. This and the three scalars below are what the learner's
+    ``TrajectoryRef`` needs of the episode, so ``proposer-samples`` never reads the trajectory;
+    empty on a message from before they travelled (it then reads them from the trajectory)."""
+    policy_version: int = UNKNOWN_VERSION
+    """Oldest weights any of the episode's turns was sampled from (``Trajectory.policy_version``)."""
+    n_tokens: int = 0
+    """Completion tokens of the episode."""
+    finished: bool = True
+    """False when the episode was cut by a model error: no sample of the policy."""
 
 
 Direction = Literal["new", "easier", "harder", "revise"]
@@ -150,6 +162,11 @@ class CandidateEnv(Message, frozen=True):
     no_reference: bool = False
     """An imported task without a reference solution: no oracle ran; the calibrator admits it
     only if some solver attempt passes (else ``unverified_too_hard``)."""
+    instruction: str = ""
+    """The task's instruction (``instruction.md``, a multi-step task's first step), set where the
+    bundle was packed, so a stage that judges only the text (contamination) reads no bundle.
+    Empty when the publisher left it off (an older message, one too long for the bus): the
+    first stage that reads the bundle's files fills it in for the rest of the route."""
 
 
 class ValidationResult(Message, frozen=True):
@@ -286,8 +303,6 @@ class RolloutSummary(Message, frozen=True):
 
 
 PolicyName = Literal["shared", "solver", "proposer"]
-UNKNOWN_VERSION = -1
-"""A sample's policy version when the engine that sampled it did not say which weights it used."""
 
 
 class PolicyVersion(Message, frozen=True):

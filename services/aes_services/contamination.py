@@ -1,5 +1,8 @@
 """Contamination gate: reject a candidate whose instruction shares a 13-gram with a held-out task.
 
+It judges the instruction the candidate carries (``CandidateEnv.instruction``) and reads the
+bundle only for a candidate without one.
+
 The held-out index is the registered one: the bundled Terminal-Bench index that ``aes up``
 registers, or the user's own from ``aes contamination index SRC``; it is re-read whenever
 the registration changes. Without any registered index the gate
@@ -46,9 +49,16 @@ class ContaminationService(Gate):
             log.info("contamination index: %s", ref.key if ref else "none registered")
         return self._index
 
+    async def judge_message(self, candidate: CandidateEnv, ctx: Context) -> Judgement | None:
+        # The instruction travels on the candidate: no bundle to read (None: an older message).
+        return await self._checked(candidate.instruction, ctx) if candidate.instruction else None
+
     async def judge(self, task: Task, candidate: CandidateEnv, ctx: Context) -> Judgement:
+        return await self._checked(task.instruction, ctx)
+
+    async def _checked(self, instruction: str, ctx: Context) -> Judgement:
         index = await self._current_index(ctx)
-        verdict, match = verdict_of(index, task.instruction, ctx.settings.contamination_required)
+        verdict, match = verdict_of(index, instruction, ctx.settings.contamination_required)
         return Judgement(verdict, (index, match))
 
     def facts(self, judgement: Judgement) -> dict[str, object]:

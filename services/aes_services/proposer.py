@@ -29,6 +29,7 @@ from aes_lib.agents.proposer.workspace import WORKSPACE_ROLLOUTS
 from aes_lib.agents.proposer.candidate import (
     candidate_env,
     no_candidate,
+    proposal,
     publish_candidate,
     publish_failure,
     store_bundle,
@@ -94,14 +95,14 @@ class ProposerService(Service[Assignment]):
         traj = p.trajectory
         # No policy wrote a procedural instance: no model to name, no proposer episode to train on.
         by_model = msg.lineage.mode != procedural.MODE
-        episode = p.trajectory_ref if by_model else None
+        episode = proposal(msg, p.trajectory_ref, traj) if by_model else None
         facts = {"assignment_id": msg.lineage.assignment_id, "revision": msg.lineage.revision, "mode": msg.lineage.mode,
                  "turns": len(traj.turns), "stop_reason": traj.stop_reason, "cost_usd": traj.cost_usd}
         if p.packed is None:
             detail = f"{traj.stop_reason}; {len(traj.turns)} turns" + (f"; {traj.error}" if traj.error else "")
             log.info("proposal failed", extra={"failure": p.failure, "error": traj.error, **facts})
             await publish_failure(ctx, no_candidate(msg, p.failure, detail, cost_usd=traj.cost_usd,
-                                                    trajectory=episode))
+                                                    episode=episode))
             return
         log.info("proposal produced", extra={"env_id": p.packed.sha256, **facts})
         bundle = await asyncio.to_thread(store_bundle, ctx.blobs, p.packed)
@@ -109,5 +110,5 @@ class ProposerService(Service[Assignment]):
             msg, p.packed, bundle, domain.route(ctx.settings.route_stages),
             model=self.resources.client.model if by_model else procedural.MODEL,
             cost_usd=traj.cost_usd, prompt_tokens=traj.prompt_tokens, completion_tokens=traj.completion_tokens,
-            trajectory=episode,
+            episode=episode,
         ))

@@ -312,3 +312,22 @@ def unpack_text(text: str):
 
     with tempfile.TemporaryDirectory() as tmp:
         return unpack(toml_with(text)(), Path(tmp) / "dest")
+
+
+@pytest.mark.parametrize(("case", "build", "error", "limits"), CASES, ids=[c[0] for c in CASES])
+def test_hostile_bundle_rejected_by_the_unpack_cache_and_not_kept(tmp_path: Path, case: str, build,
+                                                                  error: type[BundleError], limits: BundleLimits) -> None:
+    import hashlib
+
+    from aes_lib.bundle.cache import UnpackCache
+
+    cache = UnpackCache(tmp_path / "cache")
+    data = build()
+    digest = hashlib.sha256(data).hexdigest()
+    with pytest.raises(error) as info:
+        cache.put(digest, data, limits)
+    assert type(info.value) is error, f"{case}: got {type(info.value).__name__}: {info.value}"
+    assert not os.path.lexists(OUTSIDE)
+    # Nothing of it stays: the next stage gets the same error, never a tree.
+    assert not [p for p in (tmp_path / "cache").iterdir() if not p.name.endswith(".lock")]
+    assert cache.lease(digest, limits) is None

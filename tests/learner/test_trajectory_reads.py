@@ -11,16 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections import Counter
 from pathlib import Path
 
 import pytest
 from replay_server import ReplayServer
 
 from aes_lib.agents.loop import LoopLimits
-from aes_lib.blobstore import BlobStore, open_store
+from aes_lib.blobstore import open_store
 from aes_lib.bundle import pack
-from aes_lib.bus import Bus
 from aes_lib.runners.trial_runner import TrialRolloutRunner
 from aes_lib.learner import LearnerConfig
 from aes_lib.models import ChatClient
@@ -29,6 +27,8 @@ from aes_lib.sandbox import ImageCache
 from aes_proto import subjects
 from aes_proto.messages import RolloutRequest, RolloutSummary, TrajectoryRef
 from aes_services.learner import LearnerService
+
+from counting_store import CountingStore, bus_over
 
 from .helpers import tiny_llama
 
@@ -43,40 +43,6 @@ SOLVE = [
     "```bash\nbash /tmp/solve.sh\n```",
     "TASK_DONE",
 ]
-
-
-class CountingStore(BlobStore):
-    """The real store behind it, counting reads per key (``get_bytes`` and ``get_file`` each
-    open the key once)."""
-
-    def __init__(self, inner: BlobStore) -> None:
-        self.inner = inner
-        self.url = inner.url
-        self.reads: Counter[str] = Counter()
-
-    def _write(self, key, stream, size, sha256):
-        self.inner._write(key, stream, size, sha256)
-
-    def _open(self, key):
-        self.reads[key] += 1
-        return self.inner._open(key)
-
-    def exists(self, key):
-        return self.inner.exists(key)
-
-    def delete(self, key):
-        self.inner.delete(key)
-
-
-def bus_over(store: CountingStore) -> type[Bus]:
-    """Bus connections that all use ``store`` (one store behind every process, as in a deployment)."""
-
-    class CountingBus(Bus):
-        @property
-        def blobs(self) -> BlobStore:
-            return store
-
-    return CountingBus
 
 
 async def test_the_trajectory_is_read_once_by_the_learner_and_never_by_the_rollout_service(fresh_nats, tmp_path):

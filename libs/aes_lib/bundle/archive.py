@@ -46,6 +46,8 @@ class PackedBundle:
     """The tar.gz archive."""
     sha256: str
     """Hex digest of ``data``: the environment id."""
+    instruction: str = ""
+    """The packed task's instruction (``Task.instruction``), which its candidate carries."""
 
 
 BYTECODE_CACHE = "__pycache__"
@@ -77,7 +79,7 @@ def pack(root: str | Path, limits: BundleLimits = BundleLimits()) -> PackedBundl
     data = buf.getvalue()
     if len(data) > limits.max_archive_bytes:
         raise ArchiveTooLargeError(f"archive is {len(data)} bytes > {limits.max_archive_bytes}")
-    return PackedBundle(data=data, sha256=hashlib.sha256(data).hexdigest())
+    return PackedBundle(data=data, sha256=hashlib.sha256(data).hexdigest(), instruction=task.instruction)
 
 
 class _Compressed(io.RawIOBase):

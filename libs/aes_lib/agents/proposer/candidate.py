@@ -7,6 +7,9 @@ import msgspec
 from aes_proto import subjects
 from aes_proto.messages import Assignment, BlobRef, CalibrationResult, CandidateEnv, ProposalRef, Verdict
 
+from aes_proto.trajectory import Trajectory
+
+from aes_lib.admission import carried_instruction
 from aes_lib.bundle import PackedBundle
 
 
@@ -14,9 +17,17 @@ def store_bundle(store, packed: PackedBundle) -> BlobRef:
     return store.put_content("bundles", packed.data, suffix=".tar.gz")
 
 
-def proposal(a: Assignment, trajectory: BlobRef) -> ProposalRef:
-    """The episode that answered ``a``, as a member of the assignment's proposer group."""
-    return ProposalRef(trajectory=trajectory, group_id=a.group_id or a.lineage.assignment_id, group_size=a.group_size)
+def proposal(a: Assignment, trajectory: BlobRef, episode: Trajectory) -> ProposalRef:
+    """The episode that answered ``a`` (stored at ``trajectory``), as a member of the assignment's
+    proposer group, with the scalars its learner sample needs."""
+    ref = ProposalRef(trajectory=trajectory, group_id=a.group_id or a.lineage.assignment_id, group_size=a.group_size)
+    return with_scalars(ref, episode)
+
+
+def with_scalars(ref: ProposalRef, episode: Trajectory) -> ProposalRef:
+    """``ref`` with what the learner's sample needs of its ``episode``, so no reader loads it for that."""
+    return msgspec.structs.replace(ref, rollout_id=episode.rollout_id, policy_version=episode.policy_version,
+                                   n_tokens=episode.n_tokens, finished=episode.stop_reason != "model_error")
 
 
 def candidate_env(
@@ -29,7 +40,7 @@ def candidate_env(
     cost_usd: float,
     prompt_tokens: int,
     completion_tokens: int,
-    trajectory: BlobRef | None,
+    episode: ProposalRef | None,
 ) -> CandidateEnv:
     if not route:
         raise ValueError("the admission route is empty: set AES_ROUTE")
@@ -43,12 +54,13 @@ def candidate_env(
         route=route,
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
-        proposal=proposal(a, trajectory) if trajectory else None,
+        proposal=episode,
+        instruction=carried_instruction(packed.instruction),
     )
 
 
 def no_candidate(a: Assignment, reason: str, detail: str, cost_usd: float = 0.0,
-                 trajectory: BlobRef | None = None) -> CalibrationResult:
+                 episode: ProposalRef | None = None) -> CalibrationResult:
     """The episode produced nothing to admit: proposer reward 0, visible to pool and planner
     (and, with its trajectory, a proposer sample for the learner)."""
     return CalibrationResult(
@@ -59,7 +71,7 @@ def no_candidate(a: Assignment, reason: str, detail: str, cost_usd: float = 0.0,
         decision="rejected",
         proposer_reward=0.0,
         verdicts=(Verdict(stage="proposer", ok=False, reason=reason, detail=detail[:2000]),),
-        proposal=proposal(a, trajectory) if trajectory else None,
+        proposal=episode,
     )
 
 
