@@ -158,6 +158,21 @@ async def test_contamination_gate_rejects_a_copy_and_forwards_the_rest(fresh_nat
         "as-dirty", 1, dirty.bundle)
     assert dirty_result.matched_ngram in revision.feedback and "tb/logrotate" in revision.feedback
     assert fwd.lineage.assignment_id == "as-clean" and fwd.verdicts[-1].reason == "ok"
+    # The candidate came without its instruction: the gate read it from the bundle and passes it on.
+    assert clean.instruction == "" and fwd.instruction == CLEAN
+
+
+async def test_a_candidate_whose_carried_instruction_is_not_its_bundles_is_rejected(fresh_nats, bus, tmp_path):
+    route = ("review", "calibrate")
+    forged = msgspec.structs.replace(_candidate(bus.blobs, _task(tmp_path, "t", CLEAN), route, "forged"),
+                                     instruction="Print hello.")
+    with ReplayServer([]) as srv:
+        async with running(dataclasses.replace(fresh_nats, model_url=srv.url, model="replay"), ReviewService()):
+            await bus.publish(subjects.stage("review"), forged)
+            [result] = await asyncio.wait_for(wait_for(bus, subjects.RESULT_CALIBRATION, CalibrationResult, bool), 30)
+    assert srv.requests == []  # judged on nothing the bundle does not say
+    assert (result.decision, result.verdicts[-1].reason) == ("rejected", "invalid_bundle")
+    assert "not its bundle's" in result.verdicts[-1].detail
 
 
 def _answer(**outcomes: str) -> str:
