@@ -35,8 +35,9 @@ from aes_lib.bundle.errors import CorruptArchiveError
 from aes_lib.bundle.task import BundleLimits, Task, walk
 
 ENTRY = "entry.json"
-STALE_TMP_S = 3600.0
-"""A half-written entry older than this was left by a dead process and is removed."""
+STALE_TMP_S = 86400.0
+"""A temporary folder older than this was left by a dead process and is removed: longer than any
+stage's budget, as a private copy lives as long as the lease that holds it."""
 
 
 def tree_digest(root: Path) -> tuple[str, int]:
@@ -105,7 +106,8 @@ class UnpackCache:
             raise
         if not trusted:
             os.close(fd)
-            self._drop(digest)
+            if entry.exists():
+                self._drop(digest, keep_trusted=True)
             return None
         return Lease(task, True, fd, None)
 
@@ -155,14 +157,17 @@ class UnpackCache:
                 raise
             os.close(fd)
 
-    def _drop(self, digest: str) -> bool:
-        """Remove the entry (and its lock file) unless a lease holds it; whether it is gone."""
+    def _drop(self, digest: str, keep_trusted: bool = False) -> bool:
+        """Remove the entry (and its lock file) unless a lease holds it or, with ``keep_trusted``,
+        another process has put a whole one since; whether it is gone."""
         try:
             fd = self._lock(digest, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return False
         try:
             entry = self.root / digest
+            if keep_trusted and _trusted(entry):
+                return False
             if entry.exists():
                 gone = Path(tempfile.mkdtemp(dir=self.root, prefix=".tmp-"))
                 os.rename(entry, gone / "entry")  # out of sight at once, then deleted
@@ -177,9 +182,17 @@ class UnpackCache:
         and what dead processes left half-written."""
         entries, total, now = [], 0, time.time()
         for p in self.root.iterdir():
+            try:
+                stale = now - p.stat().st_mtime > STALE_TMP_S
+            except FileNotFoundError:  # removed by another process meanwhile
+                continue
             if p.name.startswith(".tmp-"):
-                if now - p.stat().st_mtime > STALE_TMP_S:
+                if stale:
                     shutil.rmtree(p, ignore_errors=True)
+                continue
+            if p.suffix == ".lock":
+                if stale and not (self.root / p.stem).exists():  # a bundle that never unpacked
+                    self._drop(p.stem)
                 continue
             if not p.is_dir():
                 continue
