@@ -126,6 +126,8 @@ class Gate(Service[CandidateEnv], abc.ABC):
 
     async def _judged(self, msg: CandidateEnv, ctx: Context) -> tuple[Judgement, CandidateEnv]:
         """The judgement, and the candidate as it goes on (with the instruction once read)."""
+        if msg.bundle.sha256 != msg.env_id:  # every read of the bundle checks its bytes against this digest
+            return self.invalid(f"env_id {msg.env_id[:12]} is not the bundle's sha256 {msg.bundle.sha256[:12]}"), msg
         out = await self.judge_message(msg, ctx)
         if out is not None:
             return (out if isinstance(out, Judgement) else Judgement(out)), msg
@@ -146,8 +148,6 @@ class Gate(Service[CandidateEnv], abc.ABC):
     async def _lease(self, msg: CandidateEnv, ctx: Context) -> Lease | Judgement:
         """The task's files from the host's unpack cache; fetched, checked and put there on a
         miss. A judgement (``invalid_bundle``) when the bytes are not the candidate's or unsafe."""
-        if msg.bundle.sha256 != msg.env_id:  # the cache holds the bundle's bytes by their digest
-            return self.invalid(f"env_id {msg.env_id[:12]} is not the bundle's sha256 {msg.bundle.sha256[:12]}")
         cache = self.unpack_cache(ctx)
         try:
             if (lease := await asyncio.to_thread(cache.lease, msg.env_id, self.limits)) is not None:

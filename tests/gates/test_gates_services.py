@@ -256,3 +256,14 @@ async def test_review_gate_waits_out_a_model_outage_instead_of_judging(fresh_nat
     assert review.ok and review.error == ""
     assert await bus.history(subjects.RESULT_CALIBRATION, CalibrationResult) == []
     assert await bus.history("aes.dlq.>", DeadLetter) == []
+
+
+async def test_a_gate_that_reads_no_bundle_still_refuses_an_env_id_that_is_not_the_bundles(fresh_nats, bus, tmp_path):
+    packed = pack(_task(tmp_path, "t", CLEAN))
+    c = msgspec.structs.replace(_candidate(bus.blobs, _task(tmp_path, "t", CLEAN), ("contamination", "calibrate"), "forged"),
+                                env_id="0" * 64, instruction=packed.instruction)
+    async with running(dataclasses.replace(fresh_nats, contamination_required=False), ContaminationService()):
+        await bus.publish(subjects.stage("contamination"), c)
+        [result] = await asyncio.wait_for(wait_for(bus, subjects.RESULT_CALIBRATION, CalibrationResult, bool), 30)
+    assert (result.decision, result.verdicts[-1].reason) == ("rejected", "invalid_bundle")
+    assert "is not the bundle's sha256" in result.verdicts[-1].detail

@@ -6,7 +6,6 @@ import msgspec
 
 from aes_proto import subjects
 from aes_proto.messages import Assignment, BlobRef, CalibrationResult, CandidateEnv, ProposalRef, Verdict
-
 from aes_proto.trajectory import Trajectory
 
 from aes_lib.admission import carried_instruction
