@@ -6,8 +6,9 @@ question tool) and the proposer's ``aes-tool`` return a ``ToolResult``; the loop
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -20,5 +21,27 @@ class ToolResult:
     """Ends the episode (the proposer's ``aes-tool submit``)."""
 
 
+AGENT_PROTOCOLS: tuple[str, ...] = ("fenced", "tools")
+"""How an agent acts (``aes_lib.agents.protocol``): a fenced shell command per reply, or native tool calls."""
+
+
 ToolHandler = Callable[[str], Awaitable[ToolResult | None]]
 """Given a command, runs it outside the container and returns a result, or None if it is no tool."""
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A harness tool as a native tool call offers it (an OpenAI ``tools`` entry). A call becomes
+    the command line it stands for, which the ``ToolHandler`` serves like a typed one, so both
+    protocols reach a tool through one path."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+    """JSON Schema of the arguments: an object of string and integer properties."""
+    command: Callable[[Mapping[str, Any]], str]
+    """The command line a call with these (checked) arguments stands for."""
+
+    def definition(self) -> dict[str, Any]:
+        return {"type": "function", "function": {"name": self.name, "description": self.description,
+                                                 "parameters": dict(self.parameters)}}

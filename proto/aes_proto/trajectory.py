@@ -13,6 +13,10 @@ import msgspec
 
 from aes_proto.messages import UNKNOWN_VERSION
 
+ChatMessage = dict[str, str | list[dict[str, str | dict[str, str]]]]
+"""An OpenAI chat message: string fields, and an assistant's ``tool_calls`` (``id``, ``type``,
+``function``: ``name`` and ``arguments``)."""
+
 
 class Turn(msgspec.Struct, kw_only=True):
     """One model call and the action it caused."""
@@ -49,8 +53,10 @@ class Trajectory(msgspec.Struct, kw_only=True):
     env_id: str = ""
     model: str = ""
     instruction: str = ""
-    messages: list[dict[str, str]] = []
-    """The full conversation (system, user, assistant, observations)."""
+    messages: list[ChatMessage] = []
+    """The full conversation (system, user, assistant, observations) as OpenAI chat messages: under
+    the tool-call protocol an assistant message has ``tool_calls`` and observations are ``tool``
+    messages."""
     turns: list[Turn] = []
     stop_reason: str = ""
     """``done`` | ``turn_limit`` | ``time_limit`` | ``model_error`` | ``submitted``."""

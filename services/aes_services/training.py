@@ -71,9 +71,11 @@ class TrainingRolloutService(Service[RolloutRequest]):
         if self.runner is None:
             from aes_lib.runners.trial_runner import TrialRolloutRunner
 
+            flywheel = FlywheelConfig.from_env()
             limits = LoopLimits(max_turns=cfg.max_turns, max_tokens=cfg.max_tokens, temperature=cfg.temperature,
-                                history_turns=cfg.history_turns, context_tokens=cfg.context_tokens)
-            self.runner = TrialRolloutRunner.from_settings(ctx.settings, ctx.blobs, FlywheelConfig.from_env(), limits)
+                                history_turns=cfg.history_turns, context_tokens=cfg.context_tokens,
+                                protocol=flywheel.agent_protocol)
+            self.runner = TrialRolloutRunner.from_settings(ctx.settings, ctx.blobs, flywheel, limits)
 
     async def handle(self, msg: RolloutRequest, ctx: Context) -> None:
         kv = await ctx.kv(TRAINING_BUCKET)

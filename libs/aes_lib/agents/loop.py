@@ -1,19 +1,20 @@
 """The terminal agent loop shared by the solver and the proposer.
 
-The model sees a system prompt and the task, replies with one shell command in a
-fenced block (or the done marker); the command runs in a container through
-``Shell.exec``; its (truncated) output is the next user message. The loop ends
-at the done marker, the turn limit, the time limit, or a model failure. Junk
-replies get a format-error message back and count against the turn budget.
+The model sees a system prompt and the task, and acts through the episode's protocol
+(``protocol.py``: one fenced shell command per reply, or native tool calls); each command
+runs in a container through ``Shell.exec`` (or, for a harness tool, through the tool
+handler), and its (truncated) output goes back as the protocol's result message. The loop
+ends when the model says it is done, at the turn limit, the time limit, or a model failure.
+Junk replies get a format-error message back and count against the turn budget.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
-from aes_lib.agents.parse import parse_action
+from aes_lib.agents.protocol import AgentProtocol, Call, FencedProtocol
 from aes_proto.trajectory import Trajectory
 from aes_lib.agents.trajectory import turn_from_chat
 from aes_lib.models import ChatClient, ModelError
@@ -59,6 +60,10 @@ class LoopLimits:
     """The model's context window: the history re-sent is cut to fit it with ``max_tokens`` to
     spare (the oldest observations shortened first, then the oldest exchanges dropped; the task
     and the last exchange stay whole). 0: no cut but ``history_turns``."""
+    protocol: str = "fenced"
+    """How the model acts (``aes_lib.tools.AGENT_PROTOCOLS``): ``fenced`` shell commands or native ``tools`` calls."""
+    tool_choice: str = "auto"
+    """Under ``tools``: ``auto``, or ``required`` (the engine makes every reply a call)."""
 
 
 CHARS_PER_TOKEN = 3.0
@@ -75,12 +80,16 @@ def _observation(exit_code: int, output: str, timed_out: bool, limit: int) -> st
     return f"[{status}]\n{truncate(output, limit)}"
 
 
-def _chars(messages: list[dict[str, str]]) -> int:
-    return sum(len(m["content"]) for m in messages)
+Message = dict[str, Any]
+_OBSERVATION_ROLES = ("user", "tool")
 
 
-def fit(head: list[dict[str, str]], exchanges: list[list[dict[str, str]]], limits: LoopLimits,
-        chars_per_token: float = CHARS_PER_TOKEN) -> list[dict[str, str]]:
+def _chars(messages: list[Message]) -> int:
+    return sum(len(m.get("content") or "") + len(str(m.get("tool_calls") or "")) for m in messages)
+
+
+def fit(head: list[Message], exchanges: list[list[Message]], limits: LoopLimits,
+        chars_per_token: float = CHARS_PER_TOKEN) -> list[Message]:
     """The exchanges to re-send after ``head`` so the prompt fits ``limits.context_tokens`` with
     a reply's worth to spare: the oldest observations shortened first, then the oldest exchanges
     dropped; the last exchange stays whole."""
@@ -90,16 +99,38 @@ def fit(head: list[dict[str, str]], exchanges: list[list[dict[str, str]]], limit
     budget = (limits.context_tokens - limits.max_tokens) * chars_per_token - _chars(head)
     size = sum(_chars(ex) for ex in window)
     for ex in window[:-1]:
-        if size <= budget:
-            break
-        *rest, obs = ex
-        if obs["role"] == "user" and len(obs["content"]) > SHORTENED:
-            short = obs["content"][:SHORTENED] + f"\n[... {len(obs['content']) - SHORTENED} characters not re-sent]"
-            size -= len(obs["content"]) - len(short)
-            ex[-1] = {**obs, "content": short}
+        for i, obs in enumerate(ex):
+            if size <= budget:
+                break
+            if obs["role"] in _OBSERVATION_ROLES and len(obs["content"]) > SHORTENED:
+                short = obs["content"][:SHORTENED] + f"\n[... {len(obs['content']) - SHORTENED} characters not re-sent]"
+                size -= len(obs["content"]) - len(short)
+                ex[i] = {**obs, "content": short}
     while size > budget and len(window) > 1:
         size -= _chars(window.pop(0))
     return [m for ex in window for m in ex]
+
+
+@dataclass
+class _Outcome:
+    """What running one call gave."""
+
+    observation: str
+    exit_code: int | None = None
+    timed_out: bool = False
+    tool: bool = False
+    submitted: bool = False
+
+
+async def _run(call: Call, shell: Shell, tools: ToolHandler | None, limits: LoopLimits) -> _Outcome:
+    """A call's command: a harness tool's handler serves it, else the shell runs it."""
+    tool = await tools(call.command) if tools else None
+    if tool is not None:
+        return _Outcome(_observation(tool.exit_code, tool.output, False, limits.max_output_chars), tool.exit_code,
+                        tool=True, submitted=tool.submitted)
+    r = await shell.exec(call.command, timeout=limits.command_timeout_s)
+    return _Outcome(_observation(r.exit_code, r.output, r.timed_out, limits.max_output_chars), r.exit_code,
+                    r.timed_out, submitted=getattr(r, "submitted", False))  # a tool inside the command submitted
 
 
 async def run_loop(
@@ -108,10 +139,13 @@ async def run_loop(
     traj: Trajectory,
     limits: LoopLimits,
     tools: ToolHandler | None = None,
+    protocol: AgentProtocol | None = None,
 ) -> Trajectory:
-    """Drive the conversation in ``traj.messages`` (system + task already there) to an end."""
+    """Drive the conversation in ``traj.messages`` (system + task already there) to an end;
+    ``protocol``: how replies become calls (default: fenced commands)."""
+    protocol = protocol or FencedProtocol()
     head = list(traj.messages)
-    exchanges: list[list[dict[str, str]]] = []
+    exchanges: list[list[Message]] = []
     chars_per_token = CHARS_PER_TOKEN
     start = time.monotonic()
     traj.started_at = traj.started_at or time.time()
@@ -125,7 +159,7 @@ async def run_loop(
         try:
             seed = None if limits.seed is None else (limits.seed + index) % SEED_RANGE
             chat = await client.chat(head + window, max_tokens=limits.max_tokens, temperature=limits.temperature,
-                                     seed=seed)
+                                     seed=seed, **protocol.request())
         except ModelError as e:
             traj.stop_reason, traj.error = "model_error", str(e)
             break
@@ -136,37 +170,37 @@ async def run_loop(
         traj.prompt_tokens += chat.prompt_tokens
         traj.completion_tokens += chat.completion_tokens
         traj.cost_usd += chat.cost_usd
-        assistant = {"role": "assistant", "content": chat.text}
-        traj.messages.append(assistant)
-
-        action = parse_action(chat.text)
-        if action.done:
-            traj.stop_reason = "done"
-            break
-        submitted = False
-        if action.error:
-            turn.format_error = True
-            traj.format_errors += 1
-            observation = action.error
-        else:
-            turn.command = action.command
-            t0 = time.monotonic()
-            tool = await tools(action.command) if tools else None
-            if tool is not None:
-                turn.tool, turn.exit_code, submitted = True, tool.exit_code, tool.submitted
-                observation = _observation(tool.exit_code, tool.output, False, limits.max_output_chars)
+        reply = protocol.parse(chat.text, chat.tool_calls)
+        traj.messages.append(reply.message)
+        exchange = [reply.message]
+        commands, observations = [], []
+        done = submitted = False
+        t0 = time.monotonic()
+        for call in reply.calls:  # in order, until one ends the episode
+            if call.done:
+                done = True
+                break
+            if call.error:
+                turn.format_error = True
+                observation = call.error
             else:
-                r = await shell.exec(action.command, timeout=limits.command_timeout_s)
-                turn.exit_code, turn.timed_out = r.exit_code, r.timed_out
-                submitted = getattr(r, "submitted", False)  # a tool inside the command submitted
-                observation = _observation(r.exit_code, r.output, r.timed_out, limits.max_output_chars)
-            turn.exec_seconds = time.monotonic() - t0
-        turn.output = observation
-        user = {"role": "user", "content": observation}
-        traj.messages.append(user)
-        exchanges.append([assistant, user])
-        if submitted:
-            traj.stop_reason = "submitted"
+                out = await _run(call, shell, tools, limits)
+                commands.append(call.command)
+                turn.exit_code, turn.timed_out, submitted = out.exit_code, out.timed_out, out.submitted
+                turn.tool = turn.tool or out.tool
+                observation = out.observation
+            observations.append(observation)
+            message = protocol.result(call, observation)
+            traj.messages.append(message)
+            exchange.append(message)
+            if submitted:
+                break
+        turn.command, turn.output = "\n".join(commands), "\n".join(observations)
+        turn.exec_seconds = time.monotonic() - t0 if commands else 0.0
+        traj.format_errors += turn.format_error
+        if done or submitted:
+            traj.stop_reason = "done" if done else "submitted"
             break
+        exchanges.append(exchange)
     traj.agent_seconds = time.monotonic() - start
     return traj

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from aes_lib.agents.loop import LoopLimits, run_loop
-from aes_lib.agents.parse import DONE_MARKER
+from aes_lib.agents.protocol import AgentProtocol, FencedProtocol, make_protocol
 from aes_lib.agents.trajectory import store_trajectory
 from aes_lib.domains import ToolSession, domain_of
 from aes_lib.faults import TransientError
@@ -28,16 +28,16 @@ from aes_proto.messages import BlobRef, RolloutSummary, TrajectoryRef
 from aes_proto.records import RolloutOutcome
 from aes_proto.trajectory import Trajectory
 
-SYSTEM_PROMPT = f"""You are an expert at the Linux command line, working inside a container to complete a task.
-Each reply must contain exactly one shell command in a fenced block, like:
+_ROLE = "You are an expert at the Linux command line, working inside a container to complete a task."
 
-```bash
-ls -la
-```
 
-You will see the command's exit code and output, then send the next command.
-Commands run in bash, non-interactively: do not start editors or prompts.
-When the task is complete, reply with {DONE_MARKER}."""
+def system_prompt(protocol: AgentProtocol) -> str:
+    """The solver's system prompt under ``protocol``."""
+    return f"{_ROLE}\n{protocol.instructions}"
+
+
+SYSTEM_PROMPT = system_prompt(FencedProtocol())
+"""The solver's system prompt under the default (fenced) protocol."""
 
 
 END_STATES = "end-states"
@@ -52,7 +52,7 @@ def solver_limits(config: FlywheelConfig | None = None, **changes: object) -> Lo
     c = config or FlywheelConfig.from_env()
     return LoopLimits(**{"max_turns": c.solver_max_turns, "max_tokens": c.solver_max_tokens,  # type: ignore[arg-type]
                          "history_turns": c.solver_history_turns, "context_tokens": c.solver_context_tokens,
-                         **changes})
+                         "protocol": c.agent_protocol, **changes})
 
 
 class SolverAgent:
@@ -64,7 +64,9 @@ class SolverAgent:
     ) -> None:
         self.client = client
         self.hints = hints
-        self.system = "\n\n".join(p for p in (SYSTEM_PROMPT, domain_prompt, tools.prompt if tools else "") if p)
+        self.protocol = make_protocol(limits.protocol, tools.specs if tools else (), limits.tool_choice)
+        self.system = "\n\n".join(p for p in (system_prompt(self.protocol), domain_prompt, tools.prompt if tools else "")
+                                    if p)
         self.tools = tools
         self.limits = limits
         self.trajectory = Trajectory(rollout_id=rollout_id, role="solver", env_id=env_id, model=client.model)
@@ -76,7 +78,7 @@ class SolverAgent:
             {"role": "system", "content": self.system},
             {"role": "user", "content": f"Task:\n{instruction.strip()}" + (f"\n\nHints:\n{self.hints}" if self.hints else "")},
         ]
-        await run_loop(self.client, sandbox, traj, self.limits, tools=self.tools)
+        await run_loop(self.client, sandbox, traj, self.limits, tools=self.tools, protocol=self.protocol)
         if self.tools:
             traj.metrics = self.tools.metrics()
         return AgentOutcome(

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from aes_lib.bundle import Task
     from aes_lib.models import ChatClient
-    from aes_lib.tools import ToolResult
+    from aes_lib.tools import ToolResult, ToolSpec
 
 IMAGE_PREFIX = "aes-"
 """A domain's image is ``aes-<name>:latest``."""
@@ -43,6 +43,9 @@ class ToolSession(Protocol):
 
     prompt: str
     """What the solver's system prompt adds to describe the tools."""
+    specs: "tuple[ToolSpec, ...]"
+    """The tools as native tool calls offer them (``agents.protocol``: the ``tools`` protocol);
+    each call becomes a command line that ``__call__`` serves."""
 
     async def __call__(self, command: str) -> "ToolResult | None":
         """Run ``command`` if it is one of the tools; None lets the shell run it."""

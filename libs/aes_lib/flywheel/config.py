@@ -8,6 +8,7 @@ from typing import ClassVar, get_args
 from aes_proto.messages import ProposerMode
 
 from aes_lib.config import read_settings
+from aes_lib.tools import AGENT_PROTOCOLS
 from aes_lib.flywheel.calibration import CalibrationRule
 
 
@@ -46,6 +47,10 @@ class FlywheelConfig:
     proposals_per_assignment: int = 2
     """Parallel proposer attempts at each assignment; they form the proposer's training group,
     centred together (the paper uses 128)."""
+    agent_protocol: str = "fenced"
+    """How the shared policy acts in its agent episodes (solver and proposer): ``fenced`` shell
+    commands or native ``tools`` calls (OpenAI ``tools``; on vLLM it needs a tool-call parser,
+    e.g. ``AES_VLLM_ARGS="--enable-auto-tool-choice --tool-call-parser hermes"``)."""
     generation_mode: str = "agent"
     """How proposers build environments: ``agent``, ``prompt``, ``feedback`` or ``procedural`` (task families'
     instances, no model; the pool must hold family instances, e.g. from ``aes_lib.families``)."""
@@ -57,6 +62,8 @@ class FlywheelConfig:
     def __post_init__(self) -> None:
         if self.generation_mode not in (modes := get_args(ProposerMode)):
             raise FlywheelConfigError(f"AES_GENERATION_MODE: expected one of {modes}, got {self.generation_mode!r}")
+        if self.agent_protocol not in AGENT_PROTOCOLS:
+            raise FlywheelConfigError(f"AES_AGENT_PROTOCOL: expected one of {AGENT_PROTOCOLS}, got {self.agent_protocol!r}")
         if min(self.pool_capacity, self.review_every, self.proposals_per_assignment, self.solver_max_tokens) < 1 \
                 or min(self.assignments_per_round, self.solver_history_turns, self.solver_context_tokens) < 0:
             raise FlywheelConfigError("pool_capacity, review_every, proposals_per_assignment and solver_max_tokens "

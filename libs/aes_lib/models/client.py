@@ -77,6 +77,9 @@ class ChatTurn(msgspec.Struct, kw_only=True):
     on our engines (torch, and vLLM as ``vllm_serve`` starts it), which the trainer reproduces."""
     policy_version: int | None = None
     """Version of the weights that sampled this turn; None when the engine cannot say."""
+    tool_calls: list[dict[str, Any]] = []
+    """The engine's parse of the tool calls in the completion (OpenAI ``message.tool_calls``); the
+    tokens they were parsed from are in ``completion_token_ids`` like any others."""
 
 
 @dataclass
@@ -247,6 +250,8 @@ class ChatClient:
         stop: list[str] | None = None,
         seed: int | None = None,
         response_format: dict[str, Any] | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        tool_choice: str | dict[str, Any] | None = None,
     ) -> ChatTurn:
         body: dict[str, Any] = {
             "model": self.model,
@@ -269,6 +274,12 @@ class ChatClient:
         if response_format is not None:
             # Structured output (e.g. a JSON Schema): constrained decoding on llama.cpp and vLLM.
             body["response_format"] = response_format
+        if tools:
+            # Native tool calls (``agents.protocol``): vLLM parses them out of the completion with
+            # its tool-call parser and still returns every sampled token's id and log-prob.
+            body["tools"] = tools
+            if tool_choice is not None:
+                body["tool_choice"] = tool_choice
         t0 = time.monotonic()
         # One span per call, a child of the episode's trial or proposer step (telemetry).
         with telemetry.tracer().start_as_current_span("model chat", attributes={
@@ -277,8 +288,11 @@ class ChatClient:
             try:
                 choice = data["choices"][0]
                 text = choice["message"]["content"] or ""
-            except (KeyError, IndexError, TypeError):
+                tool_calls = choice["message"].get("tool_calls") or []
+            except (KeyError, IndexError, TypeError, AttributeError):
                 raise ModelResponseError(f"not a chat completion: {str(data)[:300]}") from None
+            if not isinstance(tool_calls, list):
+                raise ModelResponseError(f"tool_calls is not a list: {str(tool_calls)[:300]}")
             ids, logprobs = _completion_tokens(choice.get("logprobs"))
             if choice.get("token_ids") and len(choice["token_ids"]) == len(logprobs):
                 ids = [int(t) for t in choice["token_ids"]]
@@ -299,6 +313,7 @@ class ChatClient:
                 seconds=time.monotonic() - t0,
                 temperature=temperature,
                 policy_version=_int_or_none(data.get("policy_version")) if before is None else before,
+                tool_calls=[c for c in tool_calls if isinstance(c, dict)],
             )
             span.set_attributes({"gen_ai.usage.input_tokens": n_prompt, "gen_ai.usage.output_tokens": n_completion})
             self.usage.add(turn)

@@ -44,12 +44,14 @@ class ProposerConfig:
 
     def budget(self, solver: LoopLimits | None = None) -> EpisodeBudget:
         """The episode's budget; ``solver``: the limits of the attempts ``aes-tool solver`` runs
-        (their turns and time stay the tool's own)."""
+        (their turns and time stay the tool's own), whose protocol is the run's (one shared policy
+        acts one way)."""
         budget = _EPISODE.with_loop(max_turns=self.max_turns, time_limit_s=self.time_limit_s,
                                     max_tokens=self.max_tokens, history_turns=self.history_turns,
                                     context_tokens=self.context_tokens)
         if solver is None:
             return budget
+        budget = budget.with_loop(protocol=solver.protocol)
         own = budget.tools.solver_limits
         return replace(budget, tools=replace(budget.tools, solver_limits=replace(
             solver, max_turns=own.max_turns, time_limit_s=own.time_limit_s)))

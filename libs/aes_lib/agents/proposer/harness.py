@@ -17,6 +17,7 @@ from pathlib import Path
 
 from aes_lib.agents.loop import LoopLimits, run_loop
 from aes_lib.agents.parse import DONE_MARKER
+from aes_lib.agents.protocol import FINISH, make_protocol
 from aes_lib.agents.bridge import BridgedShell
 from aes_lib.agents.proposer.proposal import Proposal
 from aes_lib.agents.proposer.tools import WORKSPACE, ProposerTools, ToolBudget, ToolInputError
@@ -34,30 +35,40 @@ from aes_proto.messages import Assignment
 from aes_proto.trajectory import Trajectory
 
 
-_SYSTEM_PROMPT = f"""You design tasks (training environments) for a terminal agent. You work in a Linux
-container; your workspace is {WORKSPACE} (the current directory). Each reply must contain exactly one
+_SYSTEM_PROMPT = """You design tasks (training environments) for a terminal agent. You work in a Linux
+container; your workspace is {workspace} (the current directory). {act}
+The harness tools are the command `aes-tool`, alone or anywhere in a shell line: `aes-tool build <dir>`,
+`aes-tool check <dir>`, `aes-tool solver <dir> <k>`, `aes-tool submit <dir>`.{native}
+Budgets: {budgets}
+Submitting ends the episode. {give_up}"""
+_FENCED = """Each reply must contain exactly one
 shell command in a fenced block:
 
 ```bash
 cat assignment.md
 ```
 
-You will see its exit code and output. The harness tools are the command `aes-tool`, alone or anywhere in
-a shell line: `aes-tool build <dir>`, `aes-tool check <dir>`, `aes-tool solver <dir> <k>`, `aes-tool submit <dir>`.
-Budgets: {{budgets}}
-Submitting ends the episode. Reply {DONE_MARKER} to give up without submitting."""
+You will see its exit code and output."""
+_TOOLS = """Call the `bash` tool with one shell line per call
+(`cat assignment.md`); you will see its exit code and output."""
 
 
 def system_prompt(budget: "EpisodeBudget") -> str:
-    """The proposer's system prompt, with every budget of its episode: a model should not learn
-    them by running into them."""
+    """The proposer's system prompt under its protocol, with every budget of its episode: a model
+    should not learn them by running into them."""
     loop = budget.loop
     history = (f"the last {loop.history_turns} exchanges are re-sent to you each turn" if loop.history_turns
                else "the whole conversation is re-sent to you each turn")
     episode = (f"{loop.max_turns} replies and {loop.time_limit_s:g} s in all; a reply of at most {loop.max_tokens} "
                f"tokens; commands time out after {loop.command_timeout_s:g} s and show at most "
                f"{loop.max_output_chars} characters of output; {history}, so keep notes in files.")
-    return _SYSTEM_PROMPT.format(budgets=f"{episode} {budget.tools.prompt()}")
+    tools = loop.protocol == "tools"
+    return _SYSTEM_PROMPT.format(
+        workspace=WORKSPACE, act=_TOOLS if tools else _FENCED,
+        native=" The `aes_tool` tool calls the same tools." if tools else "",
+        budgets=f"{episode} {budget.tools.prompt()}",
+        give_up=f"Call `{FINISH}` to give up without submitting." if tools else
+        f"Reply {DONE_MARKER} to give up without submitting.")
 
 
 @dataclass(frozen=True)
@@ -124,7 +135,8 @@ async def run_episode(
             shell = tools.shell(sb, tool_time_s=budget.loop.time_limit_s)
             try:
                 await shell.install()
-                await run_loop(client, shell, traj, budget.loop, tools)
+                protocol = make_protocol(budget.loop.protocol, tools.specs, budget.loop.tool_choice)
+                await run_loop(client, shell, traj, budget.loop, tools, protocol)
             finally:
                 tools.close()
             back = Path(tmp) / "back"

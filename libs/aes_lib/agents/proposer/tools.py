@@ -26,7 +26,7 @@ from aes_lib.bundle import BundleError, PackedBundle, Task, pack
 from aes_lib.models import ChatClient
 from aes_lib.domains.validation import validate_in_domain
 from aes_lib.sandbox import BuildFailedError
-from aes_lib.tools import ToolResult
+from aes_lib.tools import ToolResult, ToolSpec
 
 PREFIX = "aes-tool"
 USAGE = (
@@ -36,6 +36,18 @@ USAGE = (
 WORKSPACE = "/workspace"
 """The proposer's workspace in its container: tool directories must lie in it."""
 _SHELL_META = set(";&|<>`$(){}\n")
+
+SPEC = ToolSpec(
+    name="aes_tool",
+    description=f"The harness tools: build, check, run the solver on, or submit a task directory. {USAGE}",
+    parameters={"type": "object", "properties": {
+        "action": {"type": "string", "enum": ["build", "check", "solver", "submit"]},
+        "dir": {"type": "string", "description": "a task directory in the workspace"},
+        "k": {"type": "integer", "description": "solver attempts (action solver only)"}},
+        "required": ["action", "dir"]},
+    command=lambda a: shlex.join([PREFIX, a["action"], a["dir"], *([str(a["k"])] if "k" in a else [])]),
+)
+"""``aes-tool`` as a native tool call: the same command line, served the same way."""
 
 FetchDir = Callable[[str, Path], Awaitable[None]]
 """Copies a workspace-relative directory out of the proposer's container into a local path."""
@@ -81,6 +93,7 @@ class Submission:
 class ProposerTools:
     """``await tools(command)``: a ToolResult for ``aes-tool`` commands, None for others."""
 
+    specs = (SPEC,)
     fetch_dir: FetchDir
     images: object
     """The sandbox's ImageCache."""

@@ -24,7 +24,7 @@ from typing import Literal
 from aes_lib.domains.ask_human.blockers import Blocker
 from aes_lib.domains.ask_human.settings import AskHumanSettings
 from aes_lib.models import ChatClient, ModelError
-from aes_lib.tools import ToolResult
+from aes_lib.tools import ToolResult, ToolSpec
 
 log = logging.getLogger(__name__)
 
@@ -132,10 +132,20 @@ def shaped_reward(task_reward: float, metrics: Mapping[str, float], weight: floa
     return (1.0 - weight) * task_reward + weight * float(metrics.get("ask_f1", 0.0))
 
 
+SPEC = ToolSpec(
+    name=TOOL,
+    description="Ask the person who knows the details the instruction left out one specific question.",
+    parameters={"type": "object", "properties": {"question": {"type": "string"}}, "required": ["question"]},
+    command=lambda args: f"{TOOL} {shlex.quote(args['question'])}",
+)
+"""``ask_human`` as a native tool call: the same command, so the same matching and counts."""
+
+
 class AskHumanSession:
     """One attempt's ``ask_human`` (a ``ToolSession``)."""
 
     prompt = PROMPT
+    specs = (SPEC,)
 
     def __init__(self, blockers: list[Blocker], client: ChatClient | None,
                  judge: Literal["model", "keywords"] | None = None, *, max_tokens: int = 32) -> None:
