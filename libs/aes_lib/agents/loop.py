@@ -63,7 +63,8 @@ class LoopLimits:
     protocol: str = "fenced"
     """How the model acts (``aes_lib.tools.AGENT_PROTOCOLS``): ``fenced`` shell commands or native ``tools`` calls."""
     tool_choice: str = "auto"
-    """Under ``tools``: ``auto``, or ``required`` (the engine makes every reply a call)."""
+    """Under ``tools``: ``auto``, ``required`` (the engine makes every reply a call) or a tool's name
+    (every reply calls it); see ``protocol.TOOL_CHOICES``."""
 
 
 CHARS_PER_TOKEN = 3.0

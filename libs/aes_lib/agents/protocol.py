@@ -29,7 +29,10 @@ from aes_lib.tools import AGENT_PROTOCOLS, ToolSpec
 
 TOOL_CHOICES: tuple[str, ...] = ("auto", "required")
 """``auto``: the model may answer in prose (a format error); ``required``: the engine makes every
-reply a call (vLLM through guided decoding)."""
+reply a call (vLLM through guided decoding); a tool's name: every reply calls that tool. Under
+guided decoding the engine reports the log-probs of the constrained distribution (a forced token
+has log-prob 0), which the trainer's unconstrained model does not reproduce: ``auto`` samples
+the policy itself and is the one to train with."""
 FINISH = "finish"
 SHOWN = 200
 """Characters of a malformed call's arguments quoted back to the model."""
@@ -106,9 +109,10 @@ SHELL = ToolSpec(
                 "required": ["command"]},
     command=lambda args: args["command"],
 )
-_FINISH = {"type": "function", "function": {"name": FINISH, "description": "End the episode: the task is complete.",
-                                            "parameters": {"type": "object", "properties": {}}}}
-_JSON_TYPES = {"string": str, "integer": int, "boolean": bool, "number": (int, float)}
+_FINISH = ToolSpec(FINISH, "End the episode: the task is complete.", {"type": "object", "properties": {}, "required": []},
+                   command=lambda args: "")
+_JSON_TYPES: dict[str, type | tuple[type, ...]] = {"string": str, "integer": int, "boolean": bool,
+                                                   "number": (int, float), "null": type(None)}
 
 
 class ToolCallProtocol:
@@ -117,11 +121,12 @@ class ToolCallProtocol:
     name = "tools"
 
     def __init__(self, specs: Iterable[ToolSpec] = (), tool_choice: str = "auto") -> None:
-        if tool_choice not in TOOL_CHOICES:
-            raise ProtocolError(f"tool choice {tool_choice!r}: expected one of {TOOL_CHOICES}")
         self.specs = {s.name: s for s in (SHELL, *specs)}
-        self.tool_choice = tool_choice
-        self._tools = [s.definition() for s in self.specs.values()] + [_FINISH]
+        if tool_choice not in (*TOOL_CHOICES, *self.specs, FINISH):
+            raise ProtocolError(f"tool choice {tool_choice!r}: expected one of {TOOL_CHOICES} or a tool's name")
+        self.tool_choice: str | dict[str, Any] = tool_choice if tool_choice in TOOL_CHOICES else \
+            {"type": "function", "function": {"name": tool_choice}}
+        self._tools = [s.definition() for s in (*self.specs.values(), _FINISH)]
         names = ", ".join(f"`{n}`" for n in (*self.specs, FINISH))
         self.instructions = f"""Act through the tools ({names}): each call to `bash` runs one shell line.
 You will see each call's exit code and output, then make the next call.
@@ -178,24 +183,35 @@ When the task is complete, call `{FINISH}`."""
         return Call(command=spec.command(args), id=cid), name, json.dumps(args)
 
 
+def _types(prop: Mapping[str, Any]) -> list[str]:
+    t = prop.get("type", [])
+    return [t] if isinstance(t, str) else list(t)
+
+
 def _check(args: object, schema: Mapping[str, Any]) -> str:
     """What is wrong with ``args`` for ``schema`` (an object of typed fields); empty when nothing."""
     if not isinstance(args, dict):
-        return f"expected a JSON object, got {type(args).__name__}"
+        return f"expected a JSON object, got {_json_type(args)}"
     props: Mapping[str, Any] = schema.get("properties", {})
-    fields = ", ".join(f"{k} ({p.get('type', 'any')})" for k, p in props.items()) or "none"
+    fields = ", ".join(f"{k} ({'/'.join(_types(p))})" for k, p in props.items()) or "none"
     missing = [k for k in schema.get("required", ()) if k not in args]
     if missing:
         return f"missing {', '.join(missing)} (fields: {fields})"
     for k, v in args.items():
         if k not in props:
             return f"unknown field {k[:64]!r} (fields: {fields})"
-        want = _JSON_TYPES.get(props[k].get("type", ""))
-        if want and (not isinstance(v, want) or isinstance(v, bool) and want is not bool):
-            return f"{k} must be a {props[k]['type']}, got {type(v).__name__}"
+        types = _types(props[k])
+        if types and not any(isinstance(v, _JSON_TYPES[t]) and (t == "boolean" or not isinstance(v, bool))
+                             for t in types if t in _JSON_TYPES):
+            return f"{k} must be {' or '.join(types)}, got {_json_type(v)}"
         if "enum" in props[k] and v not in props[k]["enum"]:
             return f"{k} must be one of {props[k]['enum']}, got {str(v)[:64]!r}"
     return ""
+
+
+def _json_type(v: object) -> str:
+    return {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object",
+            type(None): "null"}.get(type(v), type(v).__name__)
 
 
 def make_protocol(name: str, specs: Iterable[ToolSpec] = (), tool_choice: str = "auto") -> AgentProtocol:

@@ -43,9 +43,9 @@ SPEC = ToolSpec(
     parameters={"type": "object", "properties": {
         "action": {"type": "string", "enum": ["build", "check", "solver", "submit"]},
         "dir": {"type": "string", "description": "a task directory in the workspace"},
-        "k": {"type": "integer", "description": "solver attempts (action solver only)"}},
-        "required": ["action", "dir"]},
-    command=lambda a: shlex.join([PREFIX, a["action"], a["dir"], *([str(a["k"])] if "k" in a else [])]),
+        "k": {"type": ["integer", "null"], "description": "solver attempts (action solver only, else null)"}},
+        "required": ["action", "dir", "k"]},
+    command=lambda a: shlex.join([PREFIX, a["action"], a["dir"], *([str(a["k"])] if a["k"] is not None else [])]),
 )
 """``aes-tool`` as a native tool call: the same command line, served the same way."""
 
