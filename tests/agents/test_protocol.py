@@ -152,3 +152,17 @@ async def test_the_loop_runs_each_call_in_order_and_answers_each_by_its_id(test_
     assert traj.turns[1].format_error and traj.turns[1].tool
     # the trajectory, tool calls and all, is stored and read back
     assert decode_trajectory(encode_trajectory(traj)).messages == traj.messages
+
+
+def test_the_proposer_is_told_how_to_act_under_the_runs_protocol():
+    from aes_lib.agents.loop import LoopLimits
+    from aes_lib.agents.proposer.config import ProposerConfig
+    from aes_lib.agents.proposer.harness import system_prompt as proposer_prompt
+
+    fenced = ProposerConfig().budget(solver=LoopLimits())
+    tools = ProposerConfig().budget(solver=LoopLimits(protocol="tools"))
+    assert (fenced.loop.protocol, tools.loop.protocol) == ("fenced", "tools")
+    assert "```bash\ncat assignment.md\n```" in proposer_prompt(fenced) and "TASK_DONE" in proposer_prompt(fenced)
+    text = proposer_prompt(tools)
+    assert "Call the `bash` tool" in text and "`aes_tool` tool" in text and "Call `finish` to give up" in text
+    assert "```" not in text and "TASK_DONE" not in text
