@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shlex
 import tarfile
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 from replay_server import ReplayServer
 
 from aes_lib.bus import kv as kvs
+from aes_lib.agents.parse import parse_action
 from aes_lib.flywheel.planner import fold
 from aes_lib.agents.proposer.tools import ProposerTools
 from aes_lib.agents.proposer.workspace import build_workspace
@@ -124,6 +126,47 @@ async def test_replayed_agentic_episode_submits_a_valid_candidate(bus, tmp_path)
     # memory/ persisted across rounds: the next workspace has the note.
     ws = build_workspace(tmp_path / "next", _assignment(env_id, bundle), bus.blobs, [], svc.resources.state_file)
     assert "word-stats" in (ws / "memory" / "notes.md").read_text()
+
+
+class AsToolCalls(ReplayServer):
+    """A recording's fenced replies answered as native tool calls: ``aes-tool`` lines through the
+    ``aes_tool`` function, other commands through ``bash``, the done marker as ``finish``."""
+
+    def completion(self, body, text, i=0):
+        status, out = super().completion(body, "", i)
+        action = parse_action(text)
+        argv = shlex.split(action.command) if action.command.startswith("aes-tool ") else []
+        name, args = ("finish", {}) if action.done else \
+            ("aes_tool", {"action": argv[1], "dir": argv[2], "k": int(argv[3]) if len(argv) > 3 else None}) if argv \
+            else ("bash", {"command": action.command})
+        out["choices"][0]["message"]["tool_calls"] = [
+            {"id": f"call-{i}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]
+        return status, out
+
+
+async def test_a_tool_call_episode_reaches_the_harness_tools_through_their_functions(bus, monkeypatch):
+    """The same recorded episode under ``AES_AGENT_PROTOCOL=tools``: the build, check, solver and
+    submit are ``aes_tool`` calls, each answered as a ``tool`` message; the candidate is published."""
+    monkeypatch.setenv("AES_AGENT_PROTOCOL", "tools")
+    env_id, bundle = await _seed_parent(bus)
+    proposer = AsToolCalls.from_file(RECORDINGS / "proposer_episode.json")
+    solver = AsToolCalls.from_file(RECORDINGS / "solver_gives_up.json")
+    with proposer, solver:
+        svc = await _service(bus, proposer.url, solver.url)
+        await svc.handle(_assignment(env_id, bundle), bus)
+    assert not proposer.errors and len(proposer.requests) == 12
+    assert [t["function"]["name"] for t in proposer.requests[0]["tools"]] == ["bash", "aes_tool", "finish"]
+    assert [t["function"]["name"] for t in solver.requests[0]["tools"]] == ["bash", "finish"]
+    assert "Call the `bash` tool" in proposer.requests[0]["messages"][0]["content"]
+    cand = await _taken(bus, subjects.stage(bus.settings.route_stages[0]), CandidateEnv)
+    assert cand is not None
+    traj = load_trajectory(bus.blobs, cand.proposal.trajectory)
+    t = traj.turns
+    assert t[7].command == "aes-tool build task" and t[7].tool and "build ok: image aes-env:" in t[7].output
+    assert t[8].tool and "valid: True" in t[8].output and t[9].tool and "solver rewards: [0.0]" in t[9].output
+    assert t[11].tool and traj.stop_reason == "submitted"
+    answers = [m for m in proposer.requests[8]["messages"] if m["role"] == "tool"]
+    assert answers[-1]["tool_call_id"] == "call-7" and "build ok" in answers[-1]["content"]
 
 
 async def test_workspace_layout(bus, tmp_path):
