@@ -50,7 +50,11 @@ SCHEMA = pa.schema([
     ("metrics", pa.string()),
     ("model", pa.string()),
     ("stop_reason", pa.string()),
-    ("messages", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
+    ("messages", pa.list_(pa.struct([
+        ("role", pa.string()), ("content", pa.string()),
+        # the tool-call protocol's: an assistant's calls, and the call a tool message answers
+        ("tool_calls", pa.list_(pa.struct([("id", pa.string()), ("name", pa.string()), ("arguments", pa.string())]))),
+        ("tool_call_id", pa.string())]))),
     ("turns", pa.list_(_TURN)),
     ("n_tokens", pa.int64()),
     ("env_name", pa.string()),
@@ -69,7 +73,7 @@ def row(ref: TrajectoryRef, traj: Trajectory, env: PoolEntry | None) -> dict[str
         "group_size": ref.group_size, "wave_id": ref.episode_id, "policy_version": ref.policy_version,
         "reward": ref.reward, "task_reward": traj.reward, "metrics": json.dumps(traj.metrics, sort_keys=True),
         "model": traj.model, "stop_reason": traj.stop_reason,
-        "messages": [{"role": m.get("role", ""), "content": m.get("content", "")} for m in traj.messages],
+        "messages": [_message(m) for m in traj.messages],
         "turns": [{"reply": t.reply, "prompt_token_ids": t.prompt_token_ids,
                    "completion_token_ids": t.completion_token_ids, "completion_logprobs": t.completion_logprobs,
                    "temperature": t.temperature, "policy_version": t.policy_version} for t in traj.turns],
@@ -78,6 +82,13 @@ def row(ref: TrajectoryRef, traj: Trajectory, env: PoolEntry | None) -> dict[str
         "env_domain": env.domain if env else "", "env_source": env.source if env else "",
         "env_round": env.round if env else 0, "env_assignment_id": env.assignment_id if env else "",
     }
+
+
+def _message(m: dict) -> dict[str, object]:
+    calls = [{"id": c.get("id", ""), "name": c.get("function", {}).get("name", ""),
+              "arguments": c.get("function", {}).get("arguments", "")} for c in m.get("tool_calls", [])]
+    return {"role": m.get("role", ""), "content": m.get("content", ""), "tool_calls": calls,
+            "tool_call_id": m.get("tool_call_id", "")}
 
 
 def select(refs: Iterable[TrajectoryRef], roles: Sequence[str] = (), since: int = 0) -> list[TrajectoryRef]:

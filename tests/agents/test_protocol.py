@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pyarrow.parquet as pq
 import pytest
 from replay_server import ReplayServer
 
@@ -17,6 +18,8 @@ from aes_lib.flywheel.config import FlywheelConfig, FlywheelConfigError
 from aes_lib.models import ChatClient
 from aes_lib.sandbox.container import Limits, Sandbox
 from aes_lib.tools import ToolResult
+from aes_ops import exports
+from aes_proto.messages import BlobRef, TrajectoryRef
 from aes_proto.trajectory import Trajectory, decode_trajectory, encode_trajectory
 
 
@@ -120,7 +123,7 @@ class ToolCalling(ReplayServer):
 
 
 @pytest.mark.docker
-async def test_the_loop_runs_each_call_in_order_and_answers_each_by_its_id(test_label):
+async def test_the_loop_runs_each_call_in_order_and_answers_each_by_its_id(test_label, tmp_path):
     asked: list[str] = []
 
     async def harness(command: str) -> ToolResult | None:
@@ -150,8 +153,16 @@ async def test_the_loop_runs_each_call_in_order_and_answers_each_by_its_id(test_
     assert second[1] == {"role": "tool", "tool_call_id": "t4", "content": "[exit code 0]\nport 8080"}
     assert traj.turns[0].command == "echo one > /tmp/a\ncat /tmp/a; exit 4" and traj.turns[0].exit_code == 4
     assert traj.turns[1].format_error and traj.turns[1].tool
-    # the trajectory, tool calls and all, is stored and read back
+    # the trajectory, tool calls and all, is stored, read back and exported
     assert decode_trajectory(encode_trajectory(traj)).messages == traj.messages
+    ref = TrajectoryRef(idempotency_key="k", episode_id="w", rollout_id="r", env_id="e", role="solver", group_id="g",
+                        reward=0.0, trajectory=BlobRef(key="k", sha256="0" * 64, size=1))
+    path = exports.write([exports.row(ref, traj, None)], tmp_path, "parquet")
+    (exported,) = pq.read_table(path).to_pylist()
+    assert exported["messages"][1]["tool_calls"] == [
+        {"id": "t1", "name": "bash", "arguments": '{"command": "echo one > /tmp/a"}'},
+        {"id": "t2", "name": "bash", "arguments": '{"command": "cat /tmp/a; exit 4"}'}]
+    assert exported["messages"][2]["tool_call_id"] == "t1" and exported["messages"][0]["tool_calls"] == []
 
 
 def test_the_proposer_is_told_how_to_act_under_the_runs_protocol():
