@@ -164,11 +164,10 @@ When the task is complete, call `{FINISH}`."""
             return Call(error=f"Tool call {i + 1} names no tool.\n{self._help}", id=cid), "", "{}"
         if name != FINISH and name not in self.specs:
             return Call(error=f"Unknown tool {name[:64]!r}.\n{self._help}", id=cid), name, "{}"
-        if isinstance(text, Mapping):
-            args: object = dict(text)
-        else:
+        args: object = dict(text) if isinstance(text, Mapping) else {} if text is None else text
+        if isinstance(text, str):
             try:
-                args = json.loads(text) if isinstance(text, str) and text.strip() else {}
+                args = json.loads(text) if text.strip() else {}
             except json.JSONDecodeError as e:
                 return Call(error=f"The arguments of `{name}` are not valid JSON ({e.msg} at character {e.pos}): "
                                   f"{text[:SHOWN]!r}.\n{self._help}", id=cid), name, "{}"
