@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SEEDS_DIR = ROOT / "libs/aes_lib/domains/gpu_kernels/seeds"
+SEEDS_DIR = ROOT / "libs/aes_domains/gpu_kernels/seeds"
 CONTAINER_PATHS = re.compile(r"(?<![\w./-])/(tests|logs)\b")
 """The managed verifier's absolute paths (``cd /tests``, ``/logs/verifier/reward.txt``)."""
 PYTHON3 = re.compile(r"\bpython3\b")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One-shot check of the gpu-kernels domain's seeds on a GPU host (a lent H200: `device` tool):
 #   run(command="bash bench/gpu_domain.sh", timeout_s=420)
-# For each seed in libs/aes_lib/domains/gpu_kernels/seeds: the reference solution must score
+# For each seed in libs/aes_domains/gpu_kernels/seeds: the reference solution must score
 # 1.0 and the do-nothing agent exactly 0, with the kernel timed against torch eager in the same
 # run. With a Docker engine that has an NVIDIA runtime it also runs `aes validate` on them;
 # without one (the usual lent machine) the seeds run bare, their /app remapped to a temp root

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BASELINE = "be46b13"
 """The deny-list verifier (protected paths, the agent's changes found by its own ``find``)."""
 TASKS = ["tests/sandbox/tasks/echo", "seeds/csv-sales-rollup", "seeds/git-bisect-regression",
-         "seeds/migrate-library-db", "libs/aes_lib/domains/swe/seeds/fix-negative-time-buckets"]
+         "seeds/migrate-library-db", "libs/aes_domains/swe/seeds/fix-negative-time-buckets"]
 # One turn on one side: every task, one nop then one oracle trial each; prints {task: [nop s, oracle s]}.
 _TURN = r"""
 import asyncio, json, sys, time

@@ -21,7 +21,7 @@ import tomli_w
 from aes_lib.agents.proposer.config import ProposerConfig
 from aes_lib.config import (CONFIG_VAR, SET_VAR, Settings, SettingsError, config_file, config_path,
                             set_overrides, sourced, stack_settings)
-from aes_lib.domains.ask_human.settings import AskHumanSettings
+from aes_lib.domains import get as domain, names as domain_names
 from aes_lib.flywheel.config import FlywheelConfig
 from aes_lib.flywheel.experiment import ExperimentConfig
 from aes_lib.flywheel.training import TrainingConfig
@@ -36,12 +36,12 @@ REGISTRY: tuple[tuple[str, type], ...] = (
     ("Review gate", ReviewSettings),
     ("Training waves", TrainingConfig),
     ("Learner", LearnerConfig),
-    ("Ask-human tasks", AskHumanSettings),
+    *(entry for name in domain_names() for entry in domain(name).settings),  # e.g. [ask_human]
     ("Experiment tracking", MetricsConfig),
     ("Pools experiment", ExperimentConfig),
 )
 """(heading, class) of every settings class: the class's ``section`` is its table in the
-config file, ``<env_prefix><FIELD>`` its variables."""
+config file, ``<env_prefix><FIELD>`` its variables. A domain adds its own (``Domain.settings``)."""
 
 SECRET_MARKERS = ("password", "secret", "api_key")
 """A field whose name contains one of these is shown and recorded as ``<redacted>`` when set."""

@@ -19,14 +19,15 @@ from aes_lib.blobstore import open_store
 from aes_lib.config import SettingsError
 from aes_lib.bundle import Task
 from aes_lib.domains import get
-from aes_lib.domains.ask_human import DOMAIN
-from aes_lib.domains.ask_human.blockers import TYPES, BlockerRegistryError, load_blockers
-from aes_lib.domains.ask_human.gate import AskHumanGate
-from aes_lib.domains.ask_human.hil import UnknownSettingError, derive, setting_of
-from aes_lib.domains.ask_human.tool import (CANNOT_HELP, AskHumanSession, ask_f1, keyword_match, normalise,
-                                            parse_question, shaped_reward)
 from aes_lib.models import ChatClient
 from aes_lib.sandbox import VERIFIER_TEMPLATE
+
+from aes_domains.ask_human import DOMAIN
+from aes_domains.ask_human.blockers import TYPES, BlockerRegistryError, load_blockers
+from aes_domains.ask_human.gate import AskHumanGate
+from aes_domains.ask_human.hil import UnknownSettingError, derive, setting_of
+from aes_domains.ask_human.tool import (CANNOT_HELP, AskHumanSession, ask_f1, keyword_match, normalise,
+                                        parse_question, shaped_reward)
 
 SEEDS = {p.name: p for p in DOMAIN.seeds}
 PAYOUTS = SEEDS["reconcile-payouts"]
@@ -105,7 +106,7 @@ def test_seeds_are_offline_ask_human_tasks(seed):
 
 
 def test_domain_is_registered():
-    assert get("ask-human") is DOMAIN and DOMAIN.gate == "aes_lib.domains.ask_human.gate:AskHumanGate"
+    assert get("ask-human") is DOMAIN and DOMAIN.gate == "aes_domains.ask_human.gate:AskHumanGate"
     assert "tests/blockers.json" in DOMAIN.proposer_guide
     template = DOMAIN.template_dir
     assert len(load_blockers(template)) >= 2  # the example registry agrees with the example solve.sh

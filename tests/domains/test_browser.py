@@ -13,10 +13,11 @@ import pytest
 
 from aes_lib.bundle import Task
 from aes_lib.domains import registry
-from aes_lib.domains.browser import APP_URL, DOMAIN
-from aes_lib.domains.browser.gate import BrowserGate
 from aes_lib.sandbox import VERIFIER_TEMPLATE, Limits, Sandbox
 from aes_lib.sandbox.trial import start_services
+
+from aes_domains.browser import APP_URL, DOMAIN
+from aes_domains.browser.gate import BrowserGate
 
 SEEDS = {p.name: p for p in DOMAIN.seeds}
 NETWORK_COMMANDS = re.compile(r"\b(apt-get|apt|pip3?|curl|wget|git\s+clone|npm|uv)\b")

@@ -20,11 +20,12 @@ import pytest
 
 from aes_lib.bundle import Task
 from aes_lib.domains import domain_of, get
-from aes_lib.domains.gpu_kernels.gate import GpuKernelsGate
 from aes_lib.gate import Judgement
 from aes_lib.domains.kinds import DomainKinds
 from aes_lib.sandbox import VERIFIER_TEMPLATE, ImageCache, validate_task
 from aes_lib.sandbox.images import base_images, gpu_engine
+
+from aes_domains.gpu_kernels.gate import GpuKernelsGate
 
 ROOT = Path(__file__).resolve().parents[2]
 DOMAIN = get("gpu-kernels")

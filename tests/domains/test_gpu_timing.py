@@ -1,4 +1,4 @@
-"""The gpu-kernels timing protocol (``aes_lib.domains.gpu_kernels.timing``), on the CPU: the
+"""The gpu-kernels timing protocol (``aes_domains.gpu_kernels.timing``), on the CPU: the
 tests' process keeps the clock, and a child (the agent's side) that fakes its time or answers
 without doing the timed work earns no timing at all."""
 
@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from aes_lib.domains.gpu_kernels import timing
+from aes_domains.gpu_kernels import timing
 
 # The child: serves ``fn`` over stdin/stdout the way harness.py does; MODE picks how it cheats.
 CHILD = textwrap.dedent("""
     import json, statistics, sys, time
     import torch
-    from aes_lib.domains.gpu_kernels import timing
+    from aes_domains.gpu_kernels import timing
 
     mode = sys.argv[1]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shutil
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import docker
@@ -15,7 +16,7 @@ from aes_proto.messages import Assignment, CalibrationResult, Lineage, RolloutSu
 
 from aes_lib.agents.proposer.workspace import assignment_text, install_template
 from aes_lib.bundle import Task
-from aes_lib.domains import TERMINAL, UnknownDomainError, domain_of, get, names
+from aes_lib.domains import TERMINAL, UnknownDomainError, domain_of, get, names, registry
 from aes_lib.domains.base import Domain
 from aes_lib.domains.gate import DomainGate
 from aes_lib.flywheel.status import render, summarize
@@ -49,6 +50,52 @@ def test_unknown_domain_is_a_specific_error(tmp_path):
     task = _copy_seed(tmp_path / "b", "fix-permissions", metadata="domain = 3\n")
     with pytest.raises(UnknownDomainError, match="must be a domain's name"):
         domain_of(Task.load(task))
+
+
+def _installed(path: Path, dist: str, entry_points: str) -> None:
+    """A dist-info folder as pip leaves one, declaring ``entry_points`` (lines of ``[aes.domains]``)."""
+    info = path / f"{dist.replace('-', '_')}-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[aes.domains]\n{entry_points}\n")
+
+
+@pytest.fixture
+def fresh_registry(monkeypatch):
+    """The registry re-reads the installed entry points, and forgets them again after the test."""
+    registry._modules.cache_clear()
+    get.cache_clear()
+    yield monkeypatch
+    registry._modules.cache_clear()
+    get.cache_clear()
+
+
+def test_the_shipped_domains_come_from_entry_points_and_the_library_names_none(fresh_registry):
+    found = {ep.name: ep.value for ep in entry_points(group=registry.ENTRY_POINT_GROUP)}
+    assert {n: found.get(n) for n in BUILT_IN[1:]} == {n: f"aes_domains.{n.replace('-', '_')}" for n in BUILT_IN[1:]}
+    assert [get(n).root.parent.name for n in BUILT_IN[1:]] == ["aes_domains"] * 5
+    fresh_registry.setattr(registry, "entry_points", lambda group: [])  # an install without our metadata
+    registry._modules.cache_clear()
+    get.cache_clear()
+    assert names() == [TERMINAL]
+    with pytest.raises(UnknownDomainError, match="unknown domain 'swe' .*make install"):
+        get("swe")
+
+
+def test_two_packages_that_register_one_name_are_a_specific_error(tmp_path, fresh_registry):
+    _installed(tmp_path / "a", "lab-a", "lab-work = lab_a")
+    _installed(tmp_path / "b", "lab-b", "lab-work = lab_b")
+    fresh_registry.syspath_prepend(str(tmp_path / "a"))
+    fresh_registry.syspath_prepend(str(tmp_path / "b"))
+    with pytest.raises(UnknownDomainError, match="two packages register the domain 'lab-work'"):
+        names()
+
+
+def test_a_package_cannot_replace_the_terminal_default(tmp_path, fresh_registry):
+    _installed(tmp_path, "shell-plus", "terminal = shell_plus")
+    fresh_registry.syspath_prepend(str(tmp_path))
+    with pytest.raises(UnknownDomainError, match="shell_plus: 'terminal' is the default domain"):
+        get("swe")
 
 
 def test_a_domain_gate_heads_its_candidates_route():

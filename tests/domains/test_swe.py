@@ -12,9 +12,10 @@ import pytest
 
 from aes_lib.bundle import Task
 from aes_lib.domains import get
-from aes_lib.domains.swe import DOMAIN
-from aes_lib.domains.swe.gate import SweGate
 from aes_lib.sandbox import VERIFIER_TEMPLATE
+
+from aes_domains.swe import DOMAIN
+from aes_domains.swe.gate import SweGate
 
 SEEDS = {p.name: p for p in DOMAIN.seeds}
 

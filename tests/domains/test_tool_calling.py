@@ -15,10 +15,11 @@ import pytest
 
 from aes_lib.bundle import Task
 from aes_lib.domains import get
-from aes_lib.domains.tool_calling import DOMAIN, SERVICE_PATH
-from aes_lib.domains.tool_calling.gate import ToolCallingGate
 from aes_lib.sandbox import VERIFIER_TEMPLATE, Limits, Sandbox
 from aes_lib.sandbox.trial import OracleAgent, run_trial, start_services
+
+from aes_domains.tool_calling import DOMAIN, SERVICE_PATH
+from aes_domains.tool_calling.gate import ToolCallingGate
 
 SEEDS = {p.name: p for p in DOMAIN.seeds}
 TICKETS = "offboard-customer-tickets"

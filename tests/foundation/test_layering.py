@@ -1,8 +1,11 @@
 """The layers import downward only, between the packages and inside ``aes_lib``.
 
-Between packages: proto <- aes_lib <- services <- operator tools and CLI. A library module
-that imports a service or the CLI makes every service carry the operator's code (and its
-import cycles); the wire contract imports nothing of ours.
+Between packages: proto <- aes_lib <- aes_domains <- services <- operator tools and CLI. A
+library module that imports a service or the CLI makes every service carry the operator's code
+(and its import cycles); the wire contract imports nothing of ours. The library finds the
+domains this project ships (``aes_domains``) the way it finds a third party's, by entry point,
+so it imports none; the services reach them through that registry too, and no domain imports
+another (each could ship as a package of its own).
 
 Inside ``aes_lib``: the floors of ``FLOORS`` (docs/ARCHITECTURE.md, "Floors inside aes_lib"
 says why each sits where it does). A unit (a top-level folder or module) imports only units
@@ -21,11 +24,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 LIB = ROOT / "libs" / "aes_lib"
+DOMAINS = ROOT / "libs" / "aes_domains"
 FORBIDDEN = {
-    "proto/aes_proto": ("aes_lib", "aes_services", "aes_ops", "aes_cli", "kernels"),
-    "libs/aes_lib": ("aes_services", "aes_ops", "aes_cli"),
-    "services/aes_services": ("aes_ops", "aes_cli"),
-    "services/aes_ops": ("aes_cli",),
+    "proto/aes_proto": ("aes_lib", "aes_domains", "aes_services", "aes_ops", "aes_cli", "kernels"),
+    "libs/aes_lib": ("aes_domains", "aes_services", "aes_ops", "aes_cli"),
+    "libs/aes_domains": ("aes_services", "aes_ops", "aes_cli"),
+    # ``aes domains hil-settings`` (aes_cli) is the one command about one domain's files.
+    "services/aes_services": ("aes_domains", "aes_ops", "aes_cli"),
+    "services/aes_ops": ("aes_domains", "aes_cli"),
 }
 
 FLOORS: tuple[frozenset[str], ...] = tuple(map(frozenset, (
@@ -41,7 +47,7 @@ FLOORS: tuple[frozenset[str], ...] = tuple(map(frozenset, (
     {"flywheel", "contamination", "review", "tracking"},
     # 5 the admission stage base
     {"gate"},
-    # 6 domains as plug-ins: tools, prompts, images, their gates; task families (procedural tasks)
+    # 6 the domain plug-in contract and registry (the plug-ins: aes_domains); task families (procedural tasks)
     {"domains", "families"},
     # 7 agents: the solver and the proposer, which use the domains
     {"agents"},
@@ -170,6 +176,24 @@ def test_no_module_imports_a_layer_above_it(package: str) -> None:
     assert {f: names for f, names in found.items() if names} == {}
 
 
+def test_no_domain_imports_another() -> None:
+    found = [str(i) for d in sorted(p for p in DOMAINS.iterdir() if (p / "__init__.py").is_file())
+             for i in imports_of_domains(d)]
+    assert found == []
+
+
+def imports_of_domains(domain: Path) -> list[str]:
+    """``file:line: module`` of each import in ``domain``'s modules that names another of ``aes_domains``."""
+    out: list[str] = []
+    for path in sorted(domain.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
+            out += [f"{path.relative_to(domain.parent)}:{node.lineno}: {n}" for n in names
+                    if n.split(".")[0] == "aes_domains" and n.split(".")[1:2] != [domain.name]]
+    return out
+
+
 def test_every_unit_of_the_library_has_a_floor() -> None:
     assert unplaced(library_imports(), _units()) == [], "add it to FLOORS and docs/ARCHITECTURE.md"
     assert sum(len(f) for f in FLOORS) == len(set().union(*FLOORS)), "a unit on two floors"
@@ -246,6 +270,14 @@ def test_a_unit_without_a_floor_is_named(tmp_path: Path) -> None:
     assert unplaced(library_imports(root), _units(root), PLANTED_FLOORS) == ["newthing"]
     (root / "__init__.py").write_text("from aes_lib.config import x\n")
     assert unplaced(library_imports(root), _units(root), PLANTED_FLOORS) == ["aes_lib", "newthing"]
+
+
+def test_a_planted_import_of_another_domain_is_named(tmp_path: Path) -> None:
+    for name, text in {"swe/__init__.py": "from aes_lib.domains.base import Domain\nimport aes_domains.swe.gate\n",
+                       "swe/gate.py": "def f():\n    from aes_domains.browser import APP_URL\n"}.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert imports_of_domains(tmp_path / "swe") == ["swe/gate.py:2: aes_domains.browser"]
 
 
 def test_a_unit_is_the_top_level_folder_or_module() -> None:

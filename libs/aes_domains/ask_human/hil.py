@@ -12,7 +12,7 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from aes_lib.domains.ask_human.blockers import load_blockers
+from aes_domains.ask_human.blockers import load_blockers
 
 Setting = Literal["full_info", "ask_human", "incomplete"]
 SETTINGS: tuple[Setting, ...] = ("full_info", "ask_human", "incomplete")

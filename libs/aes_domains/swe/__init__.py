@@ -17,6 +17,6 @@ DOMAIN = Domain(
     name="swe",
     title="Software engineering",
     root=Path(__file__).parent,
-    gate="aes_lib.domains.swe.gate:SweGate",
+    gate="aes_domains.swe.gate:SweGate",
     solver_prompt=SOLVER_PROMPT,
 )

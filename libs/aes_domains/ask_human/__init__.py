@@ -11,18 +11,21 @@ from typing import TYPE_CHECKING
 
 from aes_lib.domains.base import Domain
 
+from aes_domains.ask_human.settings import AskHumanSettings
+
 if TYPE_CHECKING:
     from aes_lib.bundle import Task
-    from aes_lib.domains.ask_human.tool import AskHumanSession
     from aes_lib.models import ChatClient
+
+    from aes_domains.ask_human.tool import AskHumanSession
 
 
 def tools(task: "Task", client: "ChatClient") -> "AskHumanSession | None":
     """The ask_human tool for an attempt at ``task``, in the ``ask_human`` setting only."""
-    # Imported here: the tool needs the agent loop, which imports the domain registry.
-    from aes_lib.domains.ask_human.blockers import load_blockers
-    from aes_lib.domains.ask_human.hil import setting_of
-    from aes_lib.domains.ask_human.tool import AskHumanSession
+    # Imported here: the registry loads DOMAIN to list domains, which needs no model client.
+    from aes_domains.ask_human.blockers import load_blockers
+    from aes_domains.ask_human.hil import setting_of
+    from aes_domains.ask_human.tool import AskHumanSession
 
     if setting_of(task.config.metadata) != "ask_human":
         return None
@@ -32,8 +35,7 @@ def tools(task: "Task", client: "ChatClient") -> "AskHumanSession | None":
 def shaped(task_reward: float, metrics: Mapping[str, float]) -> float | None:
     """The learner's reward: Ask-F1 mixed in at ``AES_ASK_F1_WEIGHT``; None (the task's reward
     alone) when the weight is 0 or the attempt had no ask_human tool."""
-    from aes_lib.domains.ask_human.settings import AskHumanSettings
-    from aes_lib.domains.ask_human.tool import shaped_reward
+    from aes_domains.ask_human.tool import shaped_reward
 
     weight = AskHumanSettings.from_env().ask_f1_weight
     return shaped_reward(task_reward, metrics, weight) if weight and "ask_f1" in metrics else None
@@ -43,7 +45,8 @@ DOMAIN = Domain(
     name="ask-human",
     title="Asking for help",
     root=Path(__file__).parent,
-    gate="aes_lib.domains.ask_human.gate:AskHumanGate",
+    gate="aes_domains.ask_human.gate:AskHumanGate",
     tools=tools,
     shaped=shaped,
+    settings=(("Ask-human tasks", AskHumanSettings),),
 )

@@ -21,10 +21,11 @@ import shlex
 from collections.abc import Mapping
 from typing import Literal
 
-from aes_lib.domains.ask_human.blockers import Blocker
-from aes_lib.domains.ask_human.settings import AskHumanSettings
 from aes_lib.models import ChatClient, ModelError
 from aes_lib.tools import ToolResult, ToolSpec
+
+from aes_domains.ask_human.blockers import Blocker
+from aes_domains.ask_human.settings import AskHumanSettings
 
 log = logging.getLogger(__name__)
 

@@ -15,9 +15,10 @@ import re
 from aes_proto.messages import Verdict
 
 from aes_lib.bundle import Task
-from aes_lib.domains.browser import APP_DIR, APP_PATH, APP_URL
 from aes_lib.domains.gate import DomainGate
 from aes_lib.sandbox import Sandbox
+
+from aes_domains.browser import APP_DIR, APP_PATH, APP_URL
 
 IMAGE = "aes-browser:latest"
 APP_SOURCE = "web/app.py"

@@ -13,7 +13,7 @@ DOMAIN = Domain(
     name="gpu-kernels",
     title="GPU kernels",
     root=Path(__file__).parent,
-    gate="aes_lib.domains.gpu_kernels.gate:GpuKernelsGate",
+    gate="aes_domains.gpu_kernels.gate:GpuKernelsGate",
     solver_prompt=("This container has an NVIDIA GPU and python3 with a CUDA build of torch and Triton. "
                    "Check your kernel's output against torch on several shapes and dtypes, and time it "
                    "against the eager version (torch.cuda.synchronize() before reading a clock): the first "
