@@ -30,7 +30,7 @@ SERVICES: dict[str, str] = {
 
 DOMAIN_GATES: dict[str, str] = {
     f"domain-{name}": gate for name in domain_names() if (gate := get_domain(name).gate)}
-"""One gate service per domain that has one (built in or an ``aes.domains`` plug-in); it consumes
+"""One gate service per domain that has one (every ``aes.domains`` plug-in, ours included); it consumes
 ``aes.candidate.<domain>``, the head of that domain's candidates' route."""
 SERVICES.update(DOMAIN_GATES)
 

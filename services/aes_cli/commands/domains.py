@@ -1,4 +1,4 @@
-"""``aes domains``: the registered domains (built in and plug-ins), with their gate, image and seeds."""
+"""``aes domains``: the registered domains (terminal and the ``aes.domains`` plug-ins), their gate, image and seeds."""
 
 from __future__ import annotations
 
