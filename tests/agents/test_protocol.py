@@ -13,11 +13,12 @@ from aes_lib.agents.loop import LoopLimits, run_loop
 from aes_lib.agents.proposer.tools import SPEC as AES_TOOL
 from aes_lib.agents.protocol import FencedProtocol, ProtocolError, ToolCallProtocol, make_protocol
 from aes_lib.agents.solver import SYSTEM_PROMPT, system_prompt
-from aes_lib.domains.ask_human.tool import SPEC as ASK_HUMAN
 from aes_lib.flywheel.config import FlywheelConfig, FlywheelConfigError
 from aes_lib.models import ChatClient
 from aes_lib.sandbox.container import Limits, Sandbox
 from aes_lib.tools import ToolResult
+
+from aes_domains.ask_human.tool import SPEC as ASK_HUMAN
 from aes_ops import exports
 from aes_proto.messages import BlobRef, TrajectoryRef
 from aes_proto.trajectory import Trajectory, decode_trajectory, encode_trajectory
