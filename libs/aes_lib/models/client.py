@@ -9,12 +9,12 @@ the client sends ``return_token_ids`` (the response then has ``prompt_token_ids`
 chat template and ``choices[0].token_ids``) and ``return_tokens_as_token_ids`` (each log-prob
 entry's token reads ``token_id:N``). A server that returns neither leaves the lists empty.
 
-Policy version of a turn: the torch engine puts ``policy_version`` in each response. vLLM's
-OpenAI responses carry none, so the client reads ``/weight_info`` before and after the call.
-Weight sync loads new weights only while vLLM is paused with ``mode=wait`` (running completions
-finish first, new ones queue), so every completion is sampled by one version: equal readings
-are that version; a load that landed during the call leaves the earlier reading, a lower bound
-(the learner's staleness filter stays safe). A server without ``/weight_info`` gives ``None``:
+Policy version of a turn: both engines put it on the completion's response as the header
+``X-AES-Weight-Version`` (``aes_lib.models.served_version``: the torch engine from the
+generation itself; vLLM through a middleware ``vllm_serve`` installs, read when the request
+arrives, a lower bound of the sampler's version that is exact unless a load landed while the
+request queued, which that module's docstring argues). The torch engine also has it in the body
+(``policy_version``). No extra call per turn. A server that says neither gives ``None``:
 unknown, which the learner never takes for v0.
 """
 
@@ -31,6 +31,8 @@ import msgspec
 
 from aes_lib import telemetry
 from aes_lib.models.prices import PriceTable
+from aes_lib.models.served_version import HEADER as VERSION_HEADER
+from aes_lib.models.served_version import served_version
 
 
 class ModelError(RuntimeError):
@@ -129,14 +131,12 @@ class ChatClient:
     want_prompt_ids: bool = True
     """Ask the server for the prompt's token ids (llama.cpp's tokenizer endpoints)."""
     vllm_token_ids: bool | None = None
-    """Ask vLLM for token ids and its served weight version (other servers may reject the
-    unknown fields); None: ask ``/models`` once whether the server is vLLM."""
+    """Ask vLLM for token ids (other servers may reject the unknown fields); None: ask
+    ``/models`` once whether the server is vLLM."""
     usage: Usage = field(default_factory=Usage)
     _http: httpx.AsyncClient | None = field(default=None, init=False, repr=False)
     _template_endpoints: bool | None = field(default=None, init=False, repr=False)
     """Whether the server has llama.cpp's /apply-template and /tokenize (None: not yet known)."""
-    _weight_info: bool | None = field(default=None, init=False, repr=False)
-    """False once the server answered 404 for vLLM's /weight_info."""
 
     def __post_init__(self) -> None:
         self.base_url = self.base_url.rstrip("/")
@@ -187,6 +187,8 @@ class ChatClient:
                 raise ModelResponseError(f"POST {url}: body is not JSON: {r.text[:300]!r}") from None
             if not isinstance(data, dict):
                 raise ModelResponseError(f"POST {url}: expected a JSON object, got {type(data).__name__}")
+            if VERSION_HEADER in r.headers:  # the weights that sampled it, on the response itself
+                data["policy_version"] = served_version(r.headers[VERSION_HEADER])
             return data
         raise ModelUnavailableError(f"POST {url} failed {self.retry.attempts} times; last: {last}")
 
@@ -208,20 +210,6 @@ class ChatClient:
         except (httpx.HTTPError, ValueError, AttributeError):
             return False
         return any(isinstance(m, dict) and m.get("owned_by") == "vllm" for m in models)
-
-    async def _weight_version(self) -> int | None:
-        """The version vLLM reports serving (``/weight_info``; ``default``: the base, v0); None
-        when it cannot say (no dev-mode endpoints, or a version weight sync did not set)."""
-        if self._weight_info is False:
-            return None
-        try:
-            r = await self._client().get(f"{self._root}/weight_info")
-            reported = r.json().get("weight_version") if r.status_code == 200 else None
-        except (httpx.HTTPError, ValueError, AttributeError):
-            return None
-        if r.status_code == 404:
-            self._weight_info = False
-        return 0 if reported == "default" else _int_or_none(reported)
 
     async def _prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
         """llama.cpp: render the chat template, then tokenize with special tokens parsed."""
@@ -263,10 +251,8 @@ class ChatClient:
         }
         if self.vllm_token_ids is None:
             self.vllm_token_ids = await self._is_vllm()
-        before = None
         if self.vllm_token_ids:
             body.update(return_token_ids=True, return_tokens_as_token_ids=True, top_logprobs=0)
-            before = await self._weight_version()
         if stop:
             body["stop"] = stop
         if seed is not None:
@@ -312,7 +298,7 @@ class ChatClient:
                 model=self.model,
                 seconds=time.monotonic() - t0,
                 temperature=temperature,
-                policy_version=_int_or_none(data.get("policy_version")) if before is None else before,
+                policy_version=_int_or_none(data.get("policy_version")),
                 tool_calls=[c for c in tool_calls if isinstance(c, dict)],
             )
             span.set_attributes({"gen_ai.usage.input_tokens": n_prompt, "gen_ai.usage.output_tokens": n_completion})

@@ -10,7 +10,11 @@ on a transformers folder, the learner's starting weights by default, with what t
   logits' before temperature);
 - ``--generation-config vllm``: the model folder's sampling defaults (top-p, top-k) stay off, so
   the sampled distribution is the tempered one and nothing else;
-- ``--enforce-eager``: ready in ~30 s on a CPU instead of 1.5-3 min, at about the same speed.
+- ``--enforce-eager``: ready in ~30 s on a CPU instead of 1.5-3 min, at about the same speed;
+- ``--middleware``: ``served_version.WeightVersionHeader``, which puts the weight version on every
+  completion's response (``X-AES-Weight-Version``), so clients ask nothing else per turn. vLLM's
+  interpreter has its own venv: the module (standard library only) is put on its path as
+  ``aes_served_version`` from ``<workdir>/pylib``.
 
 It serves an untied copy of the folder (``untie``: vLLM's reload misses a tied output head).
 Its caches, sockets and locks go under ``<home>/vllm``. The base URL is written to ``--url-file``
@@ -25,6 +29,7 @@ import argparse
 import importlib.util
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -35,6 +40,7 @@ from pathlib import Path
 
 import httpx
 
+from aes_lib.models import served_version
 from aes_lib.models.untie import untied_copy
 
 READY_TIMEOUT = 600.0
@@ -44,6 +50,8 @@ RESTART_BACKOFF = (2.0, 30.0)
 """First and longest wait between restarts of a server that keeps dying."""
 REPO_VENV = Path(__file__).resolve().parents[3] / ".venv-vllm"
 """Where ``make vllm`` installs it, beside a source checkout."""
+MIDDLEWARE_MODULE = "aes_served_version"
+"""``served_version`` as vLLM's interpreter imports it (copied under ``<workdir>/pylib``)."""
 
 
 class VLLMNotInstalledError(RuntimeError):
@@ -71,13 +79,17 @@ def command(python: str, model: Path, port: int, names: list[str], *, host: str 
             "--served-model-name", *names, "--host", host, "--port", str(port), "--dtype", dtype,
             *(["--max-model-len", str(max_model_len)] if max_model_len > 0 else []),
             "--logprobs-mode", "processed_logprobs", "--generation-config", "vllm", "--enforce-eager",
-            *shlex.split(extra)]
+            "--middleware", f"{MIDDLEWARE_MODULE}.WeightVersionHeader", *shlex.split(extra)]
 
 
 def environment(base: Mapping[str, str], workdir: Path, kvcache_gb: int = 1) -> dict[str, str]:
-    """vLLM's variables: dev-mode RL endpoints, offline, caches and temporary files under ``workdir``."""
+    """vLLM's variables: dev-mode RL endpoints, offline, caches and temporary files under ``workdir``,
+    the served-version middleware on its path."""
     (workdir / "tmp").mkdir(parents=True, exist_ok=True)
-    return {**base, "VLLM_SERVER_DEV_MODE": "1", "HF_HUB_OFFLINE": "1", "VLLM_CACHE_ROOT": str(workdir / "cache"),
+    (workdir / "pylib").mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(served_version.__file__, workdir / "pylib" / f"{MIDDLEWARE_MODULE}.py")
+    path = os.pathsep.join(p for p in (str(workdir / "pylib"), base.get("PYTHONPATH", "")) if p)
+    return {**base, "PYTHONPATH": path, "VLLM_SERVER_DEV_MODE": "1", "HF_HUB_OFFLINE": "1", "VLLM_CACHE_ROOT": str(workdir / "cache"),
             "TMPDIR": str(workdir / "tmp"), "VLLM_CPU_KVCACHE_SPACE": str(kvcache_gb),
             "VLLM_CPU_OMP_THREADS_BIND": base.get("VLLM_CPU_OMP_THREADS_BIND", "auto"),
             "VLLM_NO_USAGE_STATS": "1", "VLLM_DO_NOT_TRACK": "1"}
