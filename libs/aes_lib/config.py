@@ -297,6 +297,18 @@ class Settings:
     vllm_checkpoint_dir: str = ""
     """Folder where weight sync unpacks each version for vLLM to read (it loads from a path, so an
     engine on another machine needs this on a shared mount); empty: ``<home>/vllm/checkpoints``."""
+    weight_transport: str = "store"
+    """How each new policy version reaches the engines (``aes_lib.weights``): ``store`` (the blob
+    store, then weight sync fetches it: engines anywhere), ``filesystem`` (the trainer writes one
+    folder under ``weights_dir`` that the engines read in place: one machine or a shared mount)
+    or ``nccl`` (the trainer broadcasts to vLLM's GPU workers; the store keeps the record)."""
+    weights_dir: str = ""
+    """Where the filesystem transport writes each version (shared by trainer and engines);
+    empty: ``<home>/weights``."""
+    nccl_master: str = ""
+    """``host:port`` where the nccl transport's group meets (the trainer's rank 0 listens)."""
+    nccl_world_size: int = 2
+    """The nccl transport's group: the trainer's rank 0 plus every vLLM worker."""
     policy_mode: str = "shared"
     """``shared``: one model plays both roles and one learner trains it on both roles' samples
     (the paper's headline setting); ``separate``: a solver model and a proposer model, each

@@ -309,7 +309,13 @@ class PolicyVersion(Message, frozen=True):
     """Learner: new weights that the next round samples from."""
 
     version: int
-    checkpoint: BlobRef
+    checkpoint: BlobRef | None = None
+    """The version's HF-format folder in the blob store (its manifest): the store transport's, for
+    engines on other machines and for tools (``aes policy export``, eval)."""
+    folder: str = ""
+    """The version's HF-format folder on a filesystem the trainer and the engines share (the
+    filesystem transport: the one copy, read in place). Engines read it when set, else ``checkpoint``;
+    a version names at least one."""
     step: int = 0
     base_model: str = ""
     policy: PolicyName = "shared"
@@ -318,6 +324,11 @@ class PolicyVersion(Message, frozen=True):
     """Updates on solver groups so far (the pool review cadence counts these)."""
     trained_role: Role = "solver"
     """Whose groups the update that made this version trained on."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.checkpoint is None and not self.folder:
+            raise ValueError("a PolicyVersion names where its weights are: a checkpoint or a folder")
 
 
 class ServingUpdate(Message, frozen=True):

@@ -164,7 +164,7 @@ async def _load(url: str, msg) -> None:
     try:  # a 135M fp32 checkpoint from S3 takes a while
         result = await TorchEngineClient(url, timeout_s=1800).load(msg)
     except EngineWeightsError as e:
-        raise EngineError(f"loading policy version {msg.version} ({msg.checkpoint.key}): {e}") from None
+        raise EngineError(f"loading policy version {msg.version} ({msg.folder or msg.checkpoint.key}): {e}") from None
     if result.version != msg.version:
         raise EngineError(f"loading policy version {msg.version}: the engine serves v{result.version}")
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
 from pathlib import Path
 
 from aes_proto import subjects
 from aes_proto.messages import PolicyVersion
 
 from aes_lib.bus import Bus
-from aes_lib.checkpoints import fetch_folder
+from aes_lib.checkpoints import check_folder, fetch_folder
 from aes_lib.config import Settings
 from aes_ops.connect import with_bus
 
@@ -29,6 +30,10 @@ async def export_version(settings: Settings, version: int, policy: str, dest: Pa
             have = sorted({p.version for p in published})
             raise UnpublishedVersionError(f"{policy} policy version {version} is not published on "
                                           f"{subjects.POLICY_VERSION} (published: {have or 'none'})")
-        return await asyncio.to_thread(fetch_folder, bus.blobs, found[-1].checkpoint, dest)
+        pv = found[-1]
+        if pv.folder:  # the filesystem transport's one copy: exported as a copy of its own
+            check_folder(Path(pv.folder))
+            return await asyncio.to_thread(shutil.copytree, pv.folder, dest, dirs_exist_ok=True)
+        return await asyncio.to_thread(fetch_folder, bus.blobs, pv.checkpoint, dest)
 
     return await with_bus("aes-policy", go, settings)

@@ -5,7 +5,8 @@ separate models), loads each trajectory from the blob store and hands it to the
 batcher. Whenever a batch is full it runs one DPPO update (in a worker thread, so
 the runner keeps heart-beating) over every rank of the learner (``--nproc``: rank 0,
 this service, drives the others, ``aes_lib.learner.distributed``), publishes the new
-weights as an HF-format folder with ``PolicyVersion``, and ``LearnerStats``.
+weights through the configured transport (``aes_lib.weights``: an HF-format folder, announced
+with ``PolicyVersion``), and ``LearnerStats``.
 
 Nothing acknowledged is lost to a crash, nor trained twice. Before a message is acked,
 the learner's small state is written to the blob store and pointed to from KV: the
@@ -27,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import ClassVar
@@ -43,7 +43,6 @@ from aes_lib.learner import (
     LearnerConfig,
     LearnerConfigError,
     Sample,
-    publish_policy,
     turns_from_trajectory,
 )
 from aes_lib.learner.base_model import bundled_base_model
@@ -51,6 +50,7 @@ from aes_lib.learner.batcher import BatcherState
 from aes_lib.learner.distributed import Ranks
 from aes_lib.learner.runtime import LearnerRuntime
 from aes_lib.service import Context, Service
+from aes_lib.weights.transport import VersionMeta, publish_version, weight_transport
 from aes_proto import subjects
 from aes_proto.messages import BlobRef, LearnerStats, PolicyName, PolicyVersion, Role, TrajectoryRef
 from aes_proto.records import LEARNER_BUCKET
@@ -121,6 +121,7 @@ class LearnerService(Service[TrajectoryRef]):
         else:
             path = await asyncio.to_thread(bundled_base_model, ctx.settings.home)
         self.state_root = Path(cfg.checkpoint_dir or ctx.settings.home / "learner") / self.run_id / self.prefix
+        weight_transport(ctx.settings)  # refuses one that cannot work here before any training
         self.ranks = self.ranks or Ranks()
         self.runtime = LearnerRuntime()
         await self._call("build", cfg, str(path))
@@ -218,14 +219,13 @@ class LearnerService(Service[TrajectoryRef]):
         self.version += 1
         state = self.state
         state.solver_updates += batch.role == "solver"
-        with tempfile.TemporaryDirectory(prefix="aes-publish-") as tmp:
-            await self._call("export", tmp)
-            pv = await publish_policy(ctx, Path(tmp), version=self.version, step=self.version,
-                                      prefix=self.prefix, base_model=self.base_model, run_id=self.run_id,
-                                      policy=self.policy, solver_updates=state.solver_updates,
-                                      trained_role=batch.role)
+        pv = await publish_version(ctx, lambda folder: self._call("export", str(folder)), VersionMeta(
+            version=self.version, prefix=self.prefix, base_model=self.base_model, run_id=self.run_id,
+            policy=self.policy, solver_updates=state.solver_updates, trained_role=batch.role,
+            keep=cfg.keep_checkpoints), model=self.runtime.model if self.ranks.world == 1 else None)
         state.policy = pv
-        state.published.append(pv.checkpoint)
+        if pv.checkpoint is not None:  # the store's copies expire here; the filesystem transport keeps its own
+            state.published.append(pv.checkpoint)
         previous_save = state.train_state
         if self.version - state.train_version >= cfg.checkpoint_every:
             folder = str(self.state_root / f"v{self.version:06d}")

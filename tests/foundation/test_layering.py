@@ -43,17 +43,19 @@ FLOORS: tuple[frozenset[str], ...] = tuple(map(frozenset, (
     {"learner"},
     # 3 models: endpoints, the chat client, engines that serve the learner's weights
     {"models"},
-    # 4 rules and judges: the flywheel's pure rules, n-gram index, rubric review, metric series
+    # 4 weight transports: how the trainer's versions reach the engines (filesystem, store, nccl)
+    {"weights"},
+    # 5 rules and judges: the flywheel's pure rules, n-gram index, rubric review, metric series
     {"flywheel", "contamination", "review", "tracking"},
-    # 5 the admission stage base
+    # 6 the admission stage base
     {"gate"},
-    # 6 the domain plug-in contract and registry (the plug-ins: aes_domains); task families (procedural tasks)
+    # 7 the domain plug-in contract and registry (the plug-ins: aes_domains); task families (procedural tasks)
     {"domains", "families"},
-    # 7 agents: the solver and the proposer, which use the domains
+    # 8 agents: the solver and the proposer, which use the domains
     {"agents"},
-    # 8 what carries the flywheel's rules out with agents, sandbox and bus
+    # 9 what carries the flywheel's rules out with agents, sandbox and bus
     {"runners"},
-    # 9 assembly: every settings class in one place
+    # 10 assembly: every settings class in one place
     {"runconfig", "settings_table"},
 )))
 

@@ -7,9 +7,14 @@
   (token ids), top-level ``prompt_token_ids`` and ``policy_version`` (the weights
   that sampled it); ``response_format`` is accepted and not enforced;
 - ``GET /v1/aes/policy``: ``{"version", "model"}``;
-- ``POST /v1/aes/policy`` ``{"version", "checkpoint": BlobRef}``: load that
-  published version (an HF-format folder; the ref is its manifest) from the blob store (``AES_BLOB_URL``, as every service finds it) unless
-  it is not newer; answers ``{"version", "loaded", "seconds"}``.
+- ``POST /v1/aes/policy`` ``{"version", "checkpoint": BlobRef}`` or ``{"version", "folder"}``:
+  load that published version (an HF-format folder; the ref is its manifest) from the blob
+  store (``AES_BLOB_URL``, as every service finds it), or from a folder on a filesystem it
+  shares with the trainer (``aes_lib.weights``' filesystem transport), unless it is not newer;
+  answers ``{"version", "loaded", "seconds"}``.
+
+Every completion also carries its version as the ``X-AES-Weight-Version`` header
+(``aes_lib.models.served_version``), as vLLM's does.
 
 Errors are JSON ``{"error": {"message", "type"}}`` with 400 for bad requests.
 """
@@ -29,6 +34,7 @@ from pathlib import Path
 import msgspec
 
 from aes_lib.models.engine import EngineError, GenRequest, TorchEngine
+from aes_lib.models.served_version import HEADER as VERSION_HEADER
 from aes_proto.messages import BlobRef
 
 SERVED_NAME = "policy"
@@ -40,16 +46,21 @@ class _BadRequest(ValueError):
 
 
 def _checkpoint_loader():
-    """Reads published versions (HF-format folders, ``ref`` their manifest) from the configured
-    blob store (opened on first use)."""
+    """Reads published versions (HF-format folders) from a shared folder as they are, or from the
+    configured blob store (``ref`` their manifest; the store opened on first use)."""
     store = None
 
-    def load(ref: BlobRef):
+    def load(where: BlobRef | str):
         nonlocal store
         from aes_lib.blobstore import open_store
+        from aes_lib.checkpoints import check_folder
         from aes_lib.config import Settings
-        from aes_lib.learner.checkpoint import policy_tensors
+        from aes_lib.learner.checkpoint import folder_tensors, policy_tensors
 
+        if isinstance(where, str):
+            check_folder(Path(where))
+            return folder_tensors(Path(where))
+        ref = where
         if store is None:
             settings = Settings.from_env()
             store = open_store(settings.blob_location, settings)
@@ -66,11 +77,13 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, fmt: str, *args) -> None:  # one line per request on stderr is noise here
         pass
 
-    def _send(self, code: int, body: dict) -> None:
+    def _send(self, code: int, body: dict, version: int | None = None) -> None:
         data = json.dumps(body).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
+        if version is not None:
+            self.send_header(VERSION_HEADER, str(version))
         self.end_headers()
         self.wfile.write(data)
 
@@ -96,7 +109,8 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             body = self._body()
             if self.path.rstrip("/") == "/v1/chat/completions":
-                self._send(200, self._chat(body))
+                reply = self._chat(body)
+                self._send(200, reply, version=reply["policy_version"])
             elif self.path.rstrip("/") == "/v1/aes/policy":
                 self._send(200, self._load(body))
             else:
@@ -145,11 +159,13 @@ class _Handler(BaseHTTPRequestHandler):
     def _load(self, body: dict) -> dict:
         try:
             version = int(body["version"])
-            ref = msgspec.convert(body["checkpoint"], BlobRef)
+            where = str(body["folder"]) if body.get("folder") else msgspec.convert(body["checkpoint"], BlobRef)
         except (KeyError, TypeError, ValueError, msgspec.ValidationError) as e:
-            raise _BadRequest(f"expected {{version, checkpoint: {{key, sha256, size}}}}: {e}") from None
+            raise _BadRequest(f"expected {{version, checkpoint: {{key, sha256, size}}}} or {{version, folder}}: "
+                              f"{e}") from None
         t0 = time.monotonic()
-        loaded = version > self.engine.version and self.engine.load_state_dict(type(self).load_checkpoint(ref), version)
+        loaded = version > self.engine.version and self.engine.load_state_dict(type(self).load_checkpoint(where),
+                                                                               version)
         return {"version": self.engine.version, "loaded": bool(loaded), "seconds": time.monotonic() - t0}
 
 

@@ -2,9 +2,11 @@
 
 ``engine_client(kind, base_url)`` returns the adapter for the engine kind
 (``AES_ENGINE``): ``torch`` is ``aes_lib.models.torch_serve``, which reads the
-checkpoint from the shared blob store itself; ``vllm`` is a vLLM server with its RL
-endpoints (``aes_lib.models.vllm_serve`` starts one), which loads a folder this client
-fetches and checks first; ``gguf`` (the bundled xllamacpp server) cannot take torch
+checkpoint itself (from the shared blob store, or the version's folder); ``vllm`` is a vLLM
+server with its RL endpoints (``aes_lib.models.vllm_serve`` starts one), which loads a folder:
+the one the trainer wrote, where the version names one (``PolicyVersion.folder``, the
+filesystem transport of ``aes_lib.weights``: read in place), else one this client fetches
+from the store and checks first; ``gguf`` (the bundled xllamacpp server) cannot take torch
 weights, so it is refused here with that reason.
 """
 
@@ -68,8 +70,9 @@ class TorchEngineClient:
 
     async def load(self, pv: PolicyVersion) -> LoadResult:
         t0 = time.monotonic()
-        data = await self._call("POST", {"version": pv.version, "checkpoint": {
-            "key": pv.checkpoint.key, "sha256": pv.checkpoint.sha256, "size": pv.checkpoint.size}})
+        where = {"folder": pv.folder} if pv.folder else {"checkpoint": {
+            "key": pv.checkpoint.key, "sha256": pv.checkpoint.sha256, "size": pv.checkpoint.size}}
+        data = await self._call("POST", {"version": pv.version, **where})
         return LoadResult(int(data["version"]), bool(data["loaded"]), time.monotonic() - t0)
 
     async def _call(self, method: str, body: dict | None) -> dict:
@@ -149,8 +152,13 @@ class VLLMEngineClient:
         return LoadResult(pv.version, True, time.monotonic() - t0)
 
     def _folder(self, pv: PolicyVersion) -> Path:
-        """The version's folder under the checkpoint directory, fetched (or reused) and checked;
-        older folders of the policy beyond ``keep`` are removed."""
+        """The version's folder: the trainer's own, checked (headers only), where the version names
+        one; else under the checkpoint directory, fetched (or reused) and checked, older folders
+        of the policy beyond ``keep`` removed."""
+        if pv.folder:
+            folder = Path(pv.folder)
+            check_folder(folder)
+            return untie(folder)  # a no-op: the filesystem transport writes heads untied for vLLM
         from aes_lib.blobstore import open_store
         from aes_lib.config import Settings
 
