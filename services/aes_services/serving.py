@@ -2,7 +2,9 @@
 
 Consumes ``PolicyVersion``; for each engine serving that policy (the solver's
 endpoint, and the proposer's when it is another one) it asks the engine to load the
-checkpoint, then publishes ``ServingUpdate`` with the load time. Engines ignore a
+version where the message says it is (the filesystem transport's folder, read in place, or
+the store's checkpoint, ``aes_lib.weights``), then publishes ``ServingUpdate`` with the load
+time. An engine the trainer already pushed the version into (the nccl transport) is left as it is. Engines ignore a
 version that is not newer, so redeliveries and replicas are harmless. On start it
 pushes the latest published version, and then keeps checking what each engine serves:
 an engine that died and was restarted (``vllm_serve`` restarts vLLM on the base

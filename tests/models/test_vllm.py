@@ -12,10 +12,12 @@ import asyncio
 import dataclasses
 import logging
 import os
+import shutil
 import signal
 import sys
 from pathlib import Path
 
+import httpx
 import msgspec
 import pytest
 
@@ -23,13 +25,18 @@ from aes_lib.blobstore import open_store
 from aes_lib.checkpoints import CheckpointFolderError
 from aes_lib.config import Settings
 from aes_lib.models.client import ChatClient
+from aes_lib.models.served_version import HEADER
 from aes_lib.models.weights import VLLMEngineClient
+from aes_lib.weights.transport import VersionMeta, publish_version
 from aes_proto import subjects
 from aes_proto.messages import PolicyVersion, ServingUpdate
 from vllm_support import TOL, max_diff, perturbed, publish, reload, reset, trainer_logprobs, until_running
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "flywheel"))
 from flywheel_helpers import running, wait_for  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "learner"))
+from helpers import RecordingContext  # noqa: E402
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1200)]
 
@@ -135,6 +142,42 @@ async def test_a_cached_long_prompt_gets_the_new_weights_after_a_load(engine, vl
     print(f"\nprompt of {len(first.prompt_token_ids)} tokens after a load: |served - trainer(v1)| <= {err:.2e} "
           f"({stale:.2e} without the cache reset)")
     assert stale > TOL > err
+
+
+async def test_a_filesystem_version_is_loaded_in_place_and_each_turn_is_one_call(engine, vllm_server, vllm_tiny_model,
+                                                                                 tmp_path):
+    """The filesystem transport's folder is what vLLM reloads (no fetched copy, no rewrite), and
+    the version each completion was sampled by comes on its response: counted at the client,
+    one POST per turn after its one look at ``/models``, no ``/weight_info``."""
+    client, store, settings = engine
+    ctx = RecordingContext(dataclasses.replace(settings, weight_transport="filesystem",
+                                               weights_dir=str(tmp_path / "shared")), store)
+    v1 = perturbed(vllm_tiny_model, tmp_path / "v1", seed=6)
+
+    async def write(folder: Path) -> None:  # the trainer's export
+        shutil.copytree(v1, folder)
+
+    pv = await publish_version(ctx, write, VersionMeta(version=1, prefix="policy", base_model="tiny", run_id="t"))
+    assert pv.checkpoint is None and Path(pv.folder).parent == tmp_path / "shared" / "policy"
+    written = {p.name: p.stat().st_mtime_ns for p in Path(pv.folder).iterdir()}
+    assert (await client.load(pv)).loaded and await client.version() == 1
+    assert {p.name: p.stat().st_mtime_ns for p in Path(pv.folder).iterdir()} == written
+    assert not (settings.home / "vllm").exists()  # nothing fetched or copied for the engine
+
+    r = httpx.post(f"{vllm_server}/chat/completions", json={"model": "policy", "messages": MESSAGES, "max_tokens": 2})
+    assert r.headers[HEADER] == "1" and "policy_version" not in r.json()
+    calls: list[str] = []
+
+    async def count(request: httpx.Request) -> None:
+        calls.append(f"{request.method} {request.url.path}")
+
+    async with ChatClient(vllm_server, "policy") as chat:
+        chat._http = httpx.AsyncClient(timeout=300, event_hooks={"request": [count]})
+        turns = [await chat.chat(MESSAGES, max_tokens=16, temperature=1.0, seed=s) for s in (1, 2)]
+    assert calls == ["GET /v1/models", "POST /v1/chat/completions", "POST /v1/chat/completions"]
+    assert [t.policy_version for t in turns] == [1, 1]
+    assert max_diff(turns[0].completion_logprobs, trainer_logprobs(
+        v1, turns[0].prompt_token_ids, turns[0].completion_token_ids, 1.0)) < TOL
 
 
 async def test_a_bad_checkpoint_is_refused_and_the_engine_keeps_serving(engine, vllm_server, vllm_tiny_model, tmp_path,
