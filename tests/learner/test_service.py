@@ -103,3 +103,31 @@ async def test_setup_rejects_missing_model(fresh_nats, tmp_path):
     async with await Bus.connect(fresh_nats) as bus:
         with pytest.raises(LearnerConfigError, match="AES_LEARNER_MODEL_PATH"):
             await LearnerService(LearnerConfig(model_path=str(tmp_path)), run_id="x").setup(bus)
+
+
+async def test_with_the_filesystem_transport_the_version_is_one_folder_outside_the_store(fresh_nats, tmp_path):
+    """``AES_WEIGHT_TRANSPORT=filesystem``: the learner's export is the version, written once
+    under ``AES_WEIGHTS_DIR`` and announced by its path; the store holds no copy of it."""
+    import dataclasses
+
+    from aes_lib.learner import checkpoint_key
+    from aes_lib.learner.checkpoint import folder_tensors
+
+    tiny_llama(seed=0).save_pretrained(tmp_path / "model")
+    config = LearnerConfig(model_path=str(tmp_path / "model"), solver_group_size=4, groups_per_batch=1, lr=1e-2)
+    settings = dataclasses.replace(fresh_nats, weight_transport="filesystem", weights_dir=str(tmp_path / "shared"))
+    service = LearnerService(config, run_id="run1")
+    async with await Bus.connect(settings) as bus:
+        await publish_group(bus, "env-a", 3, [4, 1, 2, 5], [1, 0, 0, 0])
+        async with serving(settings, service):
+            (pv,) = await until(bus, subjects.POLICY_VERSION, PolicyVersion, 1)
+        folder = tmp_path / "shared" / "checkpoints" / "policy" / "v000001"
+        assert (pv.version, pv.folder, pv.checkpoint) == (1, str(folder), None)
+        assert not bus.blobs.exists(checkpoint_key("checkpoints/policy", 1))
+        assert [p.name for p in folder.parent.iterdir()] == ["v000001"]
+        rollout = TorchEngine(tiny_llama(seed=0))
+        assert rollout.load_state_dict(folder_tensors(folder), pv.version)
+        rollout.close()
+        trained = service.trainer.model.state_dict()
+        for k, v in rollout.model.state_dict().items():
+            assert torch.equal(v, trained[k]), k
