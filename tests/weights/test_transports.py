@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 
 from aes_lib.blobstore import open_store
@@ -80,7 +81,8 @@ async def test_the_filesystem_transport_writes_one_copy_the_engine_loads_in_plac
     assert files(tmp_path / "blobs") == []
     # Untied at write time (vLLM's reload misses a tied head), so no engine rewrites it.
     assert not json.loads((folder / "config.json").read_text())["tie_word_embeddings"]
-    assert (folder / "lm_head.safetensors").is_file()
+    head, shard = load_file(folder / "lm_head.safetensors"), load_file(folder / "model.safetensors")
+    assert torch.equal(head["lm_head.weight"], shard["model.embed_tokens.weight"])
     written = {p: p.stat().st_mtime_ns for p in files(folder)}
 
     engine = TorchEngineClient(url)

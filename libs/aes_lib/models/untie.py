@@ -12,7 +12,9 @@ every version is rewritten so before it is loaded (``weights.VLLMEngineClient``)
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import struct
 from pathlib import Path
 
 HEAD = "lm_head.weight"
@@ -21,21 +23,19 @@ HEAD_FILE = "lm_head.safetensors"
 
 def untie(folder: Path) -> Path:
     """Rewrite ``folder`` in place so its output head is a weight of its own (a no-op for a
-    folder that does not tie them, or one already rewritten); returns it."""
+    folder that does not tie them, or one already rewritten); returns it. The head's bytes are
+    the embedding's, copied from its shard by the kernel (no tensor is decoded or re-encoded)."""
     folder = Path(folder)
     config = json.loads((folder / "config.json").read_text())
     if not config.get("tie_word_embeddings"):
         return folder
-    from safetensors import safe_open
-    from safetensors.torch import save_file
-
     index = folder / "model.safetensors.index.json"
     for shard in sorted(folder.glob("*.safetensors")):
-        with safe_open(shard, "pt") as f:
-            key = next((k for k in f.keys() if k.endswith("embed_tokens.weight")), None)
-            if key is not None:
-                save_file({HEAD: f.get_tensor(key).clone()}, folder / HEAD_FILE, metadata={"format": "pt"})
-                break
+        header, data_start = _header(shard)
+        key = next((k for k in header if k.endswith("embed_tokens.weight")), None)
+        if key is not None:
+            _copy_tensor(shard, data_start, header[key], folder / HEAD_FILE)
+            break
     else:
         return folder  # an architecture whose embedding we cannot name: left as it is
     if index.is_file():
@@ -45,6 +45,31 @@ def untie(folder: Path) -> Path:
     config["tie_word_embeddings"] = False
     (folder / "config.json").write_text(json.dumps(config, indent=2))
     return folder
+
+
+def _header(shard: Path) -> tuple[dict, int]:
+    """A safetensors file's header and the offset where its tensor data starts."""
+    with shard.open("rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        return json.loads(f.read(n)), 8 + n
+
+
+def _copy_tensor(src: Path, data_start: int, info: dict, dest: Path) -> None:
+    """A safetensors file holding one tensor, ``HEAD``, whose bytes are ``info``'s in ``src``."""
+    begin, end = info["data_offsets"]
+    size = end - begin
+    header = json.dumps({"__metadata__": {"format": "pt"},
+                         HEAD: {"dtype": info["dtype"], "shape": info["shape"], "data_offsets": [0, size]}}).encode()
+    header += b" " * (-len(header) % 8)  # the data starts 8-aligned, as safetensors writes it
+    with src.open("rb") as fin, dest.open("wb") as fout:
+        fout.write(struct.pack("<Q", len(header)) + header)
+        fout.flush()
+        offset, left = data_start + begin, size
+        while left:
+            done = os.copy_file_range(fin.fileno(), fout.fileno(), left, offset)
+            if not done:
+                raise OSError(f"{src}: ended inside {HEAD}'s source tensor")
+            offset, left = offset + done, left - done
 
 
 def untied_copy(src: Path, dest: Path) -> Path:

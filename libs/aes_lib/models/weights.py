@@ -138,17 +138,18 @@ class VLLMEngineClient:
         if pv.version <= served:
             return LoadResult(served, False, time.monotonic() - t0)
         folder = await asyncio.to_thread(self._folder, pv)
-        await self._call("POST", "/pause", params={"mode": "wait"})
-        try:
-            await self._call("POST", "/collective_rpc",
-                             {"method": "reload_weights", "kwargs": {"weights_path": str(folder)}})
-            await self._call("POST", "/reset_prefix_cache")
-            await self._call("POST", "/update_weight_version", {"new_version": str(pv.version)})
-        except BaseException:
-            with contextlib.suppress(EngineWeightsError):  # the load's own error is the one to report
-                await self._call("POST", "/resume")
-            raise
-        await self._call("POST", "/resume")
+        async with httpx.AsyncClient(timeout=self.timeout_s) as http:  # one client: each costs a TLS setup
+            await self._call("POST", "/pause", params={"mode": "wait"}, http=http)
+            try:
+                await self._call("POST", "/collective_rpc",
+                                 {"method": "reload_weights", "kwargs": {"weights_path": str(folder)}}, http=http)
+                await self._call("POST", "/reset_prefix_cache", http=http)
+                await self._call("POST", "/update_weight_version", {"new_version": str(pv.version)}, http=http)
+            except BaseException:
+                with contextlib.suppress(EngineWeightsError):  # the load's own error is the one to report
+                    await self._call("POST", "/resume", http=http)
+                raise
+            await self._call("POST", "/resume", http=http)
         return LoadResult(pv.version, True, time.monotonic() - t0)
 
     def _folder(self, pv: PolicyVersion) -> Path:
@@ -173,11 +174,15 @@ class VLLMEngineClient:
             shutil.rmtree(old, ignore_errors=True)
         return dest
 
-    async def _call(self, method: str, path: str, body: dict | None = None, params: dict | None = None) -> dict:
+    async def _call(self, method: str, path: str, body: dict | None = None, params: dict | None = None,
+                    http: httpx.AsyncClient | None = None) -> dict:
         url = self.root + path
         try:
-            async with httpx.AsyncClient(timeout=self.timeout_s) as client:
-                r = await client.request(method, url, json=body, params=params)
+            if http is not None:
+                r = await http.request(method, url, json=body, params=params)
+            else:
+                async with httpx.AsyncClient(timeout=self.timeout_s) as client:
+                    r = await client.request(method, url, json=body, params=params)
         except httpx.HTTPError as e:
             raise EngineWeightsError(f"{method} {url}: {type(e).__name__}: {e}") from e
         if r.status_code == 404:

@@ -3,7 +3,8 @@
 The trainer writes the version's HF folder under ``<root>/<prefix>/`` (``AES_WEIGHTS_DIR``:
 the same path for trainer and engines, one machine or a shared mount) into a hidden
 sibling, gives a tied output head its own tensor there when the engine is vLLM (its reload
-misses a tied head, ``aes_lib.models.untie``: done once, at write time), checks the
+misses a tied head, ``aes_lib.models.untie``: done once, at write time, as a kernel copy of
+the embedding's bytes), checks the
 safetensors headers and renames it into place, so a folder under its final name is always
 whole. The announcement names the folder (``PolicyVersion.folder``); the engines load it in
 place. Nothing goes through the blob store and nothing is hashed: the rename is the commit.
