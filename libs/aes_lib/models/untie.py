@@ -65,8 +65,12 @@ def _copy_tensor(src: Path, data_start: int, info: dict, dest: Path) -> None:
         fout.write(struct.pack("<Q", len(header)) + header)
         fout.flush()
         offset, left = data_start + begin, size
+        fin.seek(offset)
         while left:
-            done = os.copy_file_range(fin.fileno(), fout.fileno(), left, offset)
+            if hasattr(os, "copy_file_range"):  # Linux: the kernel copies, nothing passes through Python
+                done = os.copy_file_range(fin.fileno(), fout.fileno(), left, offset)
+            else:
+                done = fout.write(fin.read(min(left, 64 << 20)))
             if not done:
                 raise OSError(f"{src}: ended inside {HEAD}'s source tensor")
             offset, left = offset + done, left - done
