@@ -9,6 +9,9 @@ as the source of each value it sets.
 - ``capable``: a hosted or large served model. No cap binds a normal episode: long turns, the
   whole history re-sent until the context is full (then the oldest observations are shortened
   first), a 128k context.
+
+Where the server says its context window (vLLM's ``max_model_len`` in ``/v1/models``), the agent
+loop cuts the history to the smaller of that and the profile's.
 """
 
 from __future__ import annotations

@@ -41,10 +41,10 @@ class Recalling(ReplayServer):
         return self.completion(body, text)
 
 
-async def _episode(limits: LoopLimits, test_label) -> str:
+async def _episode(limits: LoopLimits, test_label, max_model_len: int | None = None) -> str:
     traj = Trajectory(rollout_id="r", role="solver", messages=[{"role": "user", "content": "keep a note, then use it"}])
     async with Sandbox.start("aes-base:latest", Limits(), labels=test_label) as sb:
-        with Recalling([]) as srv:
+        with Recalling([], max_model_len=max_model_len) as srv:
             async with ChatClient(srv.url, "replay") as client:
                 await run_loop(client, sb, traj, limits)
         answer = await sb.get_file("/tmp/answer.txt")
@@ -64,6 +64,18 @@ async def test_a_model_that_needs_its_early_turns_succeeds_only_under_the_capabl
     assert await _episode(_solver_limits(), test_label) == "4217"
     monkeypatch.setenv("AES_MODEL_PROFILE", "small")
     assert await _episode(_solver_limits(), test_label) == "lost"
+
+
+@pytest.mark.docker
+async def test_the_servers_context_window_binds_under_any_profile(monkeypatch, test_label):
+    """The server says its window (vLLM's ``max_model_len``) and it is far below the profile's:
+    the history is cut to the server's window, and the early note is lost."""
+    monkeypatch.setenv("AES_MODEL_PROFILE", "capable")
+    limits = _solver_limits()
+    assert await _episode(limits, test_label, max_model_len=limits.max_tokens + 40) == "lost"
+    with ReplayServer([]) as srv:  # a server that does not say: the profile's window stands
+        async with ChatClient(srv.url, "replay") as client:
+            assert await client.context_window() is None
 
 
 def test_the_profile_sets_defaults_that_any_setting_overrides(monkeypatch):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 import os
 import shutil
@@ -174,7 +175,9 @@ async def test_a_filesystem_version_is_loaded_in_place_and_each_turn_is_one_call
     async with ChatClient(vllm_server, "policy") as chat:
         chat._http = httpx.AsyncClient(timeout=300, event_hooks={"request": [count]})
         turns = [await chat.chat(MESSAGES, max_tokens=16, temperature=1.0, seed=s) for s in (1, 2)]
+        window = await chat.context_window()  # vLLM's max_model_len, from the same /models answer
     assert calls == ["GET /v1/models", "POST /v1/chat/completions", "POST /v1/chat/completions"]
+    assert window == json.loads((vllm_tiny_model / "config.json").read_text())["max_position_embeddings"]
     assert [t.policy_version for t in turns] == [1, 1]
     assert max_diff(turns[0].completion_logprobs, trainer_logprobs(
         v1, turns[0].prompt_token_ids, turns[0].completion_token_ids, 1.0)) < TOL

@@ -37,6 +37,8 @@ class ReplayServer:
     """When set, requests without ``Authorization: Bearer <api_key>`` get 401, as a hosted API."""
     owned_by: str = "replay"
     """What ``GET /v1/models`` says owns the model (vLLM says ``vllm``)."""
+    max_model_len: int | None = None
+    """Context length ``GET /v1/models`` reports, as vLLM does (None: none reported)."""
     peak_in_flight: int = 0
     """Most requests being answered at once."""
     requests: list[dict[str, Any]] = field(default_factory=list)
@@ -84,7 +86,8 @@ class ReplayServer:
             def do_GET(self) -> None:  # noqa: N802
                 if self.path.rstrip("/") == "/v1/models" and self._authorized():
                     self._send(200, {"object": "list", "data": [
-                        {"id": replay.model, "object": "model", "owned_by": replay.owned_by}]})
+                        {"id": replay.model, "object": "model", "owned_by": replay.owned_by,
+                         **({} if replay.max_model_len is None else {"max_model_len": replay.max_model_len})}]})
                 else:
                     self._send(404 if self._authorized() else 401, {"error": {"message": self.path}})
 

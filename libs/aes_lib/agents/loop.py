@@ -10,6 +10,7 @@ Junk replies get a format-error message back and count against the turn budget.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -145,6 +146,8 @@ async def run_loop(
     """Drive the conversation in ``traj.messages`` (system + task already there) to an end;
     ``protocol``: how replies become calls (default: fenced commands)."""
     protocol = protocol or FencedProtocol()
+    if served := await client.context_window():  # the server's window binds where it is the smaller
+        limits = dataclasses.replace(limits, context_tokens=min(limits.context_tokens or served, served))
     head = list(traj.messages)
     exchanges: list[list[Message]] = []
     chars_per_token = CHARS_PER_TOKEN

@@ -137,6 +137,8 @@ class ChatClient:
     _http: httpx.AsyncClient | None = field(default=None, init=False, repr=False)
     _template_endpoints: bool | None = field(default=None, init=False, repr=False)
     """Whether the server has llama.cpp's /apply-template and /tokenize (None: not yet known)."""
+    _models: list[dict[str, Any]] | None = field(default=None, init=False, repr=False)
+    """The server's ``/models`` entries, read once (empty when it lists none)."""
 
     def __post_init__(self) -> None:
         self.base_url = self.base_url.rstrip("/")
@@ -202,14 +204,27 @@ class ChatClient:
         if r.status_code in (401, 403):
             raise ModelAuthError(f"{self.base_url} refused the API key (HTTP {r.status_code})")
 
+    async def _model_cards(self) -> list[dict[str, Any]]:
+        if self._models is None:
+            try:
+                r = await self._client().get(f"{self.base_url}/models")
+                data = r.json().get("data", []) if r.status_code == 200 else []
+            except (httpx.HTTPError, ValueError, AttributeError):
+                data = []
+            self._models = [m for m in data if isinstance(m, dict)] if isinstance(data, list) else []
+        return self._models
+
     async def _is_vllm(self) -> bool:
         """vLLM names itself as the owner of its models."""
-        try:
-            r = await self._client().get(f"{self.base_url}/models")
-            models = r.json().get("data", []) if r.status_code == 200 else []
-        except (httpx.HTTPError, ValueError, AttributeError):
-            return False
-        return any(isinstance(m, dict) and m.get("owned_by") == "vllm" for m in models)
+        return any(m.get("owned_by") == "vllm" for m in await self._model_cards())
+
+    async def context_window(self) -> int | None:
+        """The model's context length where the server says (vLLM's ``max_model_len``: the
+        window it was started with, which may be less than the model's own); None elsewhere."""
+        cards = await self._model_cards()
+        card = next((m for m in cards if m.get("id") == self.model), cards[0] if len(cards) == 1 else None)
+        n = card.get("max_model_len") if card else None
+        return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
 
     async def _prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
         """llama.cpp: render the chat template, then tokenize with special tokens parsed."""
