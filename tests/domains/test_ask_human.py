@@ -322,6 +322,22 @@ async def test_solver_that_asks_then_solves_scores_1_with_full_ask_f1(images, tm
 
 
 @pytest.mark.docker
+async def test_ask_human_works_inside_a_shell_line(images, tmp_path, monkeypatch):
+    """``ask_human`` is also an executable in the solver's container: asked inside compound
+    commands, each answer lands where the shell sends it, and the asks count as before."""
+    monkeypatch.setenv("AES_ASK_HUMAN_JUDGE", "keywords")
+    replies = [_cmd(f'cd /tmp && ask_human "{q}" > answer-{i}.txt && echo asked {i}')
+               for i, q in enumerate(ASKS.values())]
+    replies += [_cmd("cat /tmp/answer-*.txt")] + _solution()
+    traj, _ = await _replay(Task.load(PAYOUTS), replies, images, tmp_path)
+    blockers = load_blockers(PAYOUTS)
+    asked = traj.turns[:len(blockers)]
+    assert all(not t.tool and t.exit_code == 0 and t.output.endswith(f"asked {i}\n") for i, t in enumerate(asked))
+    assert all(b.answer in traj.turns[len(blockers)].output for b in blockers)  # read back from the files
+    assert traj.reward == 1.0 and traj.metrics["ask_f1"] == 1.0 and traj.metrics["asks"] == 4
+
+
+@pytest.mark.docker
 async def test_solver_that_guesses_scores_low(images, tmp_path, monkeypatch):
     monkeypatch.setenv("AES_ASK_HUMAN_JUDGE", "keywords")
     traj, _ = await _replay(Task.load(PAYOUTS), _solution(decoys=True), images, tmp_path)

@@ -44,8 +44,8 @@ A person who knows them answers questions: run the command
 {TOOL} "your question"
 ```
 
-on its own, one specific question per command: the answer comes back as the command's output and
-nothing runs in the container. Ask when a detail you need is missing or ambiguous instead of guessing; do not
+with one specific question: the answer comes back as the command's output (the command works
+anywhere in a shell line, e.g. `{TOOL} "..." > notes.txt`). Ask when a detail you need is missing or ambiguous instead of guessing; do not
 ask about things you can find out yourself. Questions that are not about a withheld detail are
 answered "I can't help with that" and count against you."""
 _COMMAND = re.compile(rf"^\s*{TOOL}(?![\w.-])[:\s]*(.*)$", re.DOTALL)

@@ -10,11 +10,13 @@ stored trajectory is written once here and read only by whoever needs its body).
 from __future__ import annotations
 
 import asyncio
+import shlex
 import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from aes_lib.agents.bridge import BridgedShell
 from aes_lib.agents.loop import LoopLimits, run_loop
 from aes_lib.agents.protocol import AgentProtocol, FencedProtocol, make_protocol
 from aes_lib.agents.trajectory import store_trajectory
@@ -23,6 +25,7 @@ from aes_lib.faults import TransientError
 from aes_lib.flywheel.config import FlywheelConfig
 from aes_lib.models import ChatClient
 from aes_lib.sandbox.trial import AgentOutcome, run_trial
+from aes_lib.tools import ToolResult
 from aes_proto import subjects
 from aes_proto.messages import BlobRef, RolloutSummary, TrajectoryRef
 from aes_proto.records import RolloutOutcome
@@ -40,6 +43,9 @@ SYSTEM_PROMPT = system_prompt(FencedProtocol())
 """The solver's system prompt under the default (fenced) protocol."""
 
 
+TOOL_TIME_S = 120.0
+"""Seconds a command that calls a domain's tool (e.g. ``ask_human``, a judge model's reply) gets
+on top of its own timeout."""
 END_STATES = "end-states"
 """Blob store prefix of the attempts' end states (content-addressed: identical ones are stored once)."""
 SHAPED_REWARD = "shaped_reward"
@@ -78,7 +84,11 @@ class SolverAgent:
             {"role": "system", "content": self.system},
             {"role": "user", "content": f"Task:\n{instruction.strip()}" + (f"\n\nHints:\n{self.hints}" if self.hints else "")},
         ]
-        await run_loop(self.client, sandbox, traj, self.limits, tools=self.tools, protocol=self.protocol)
+        shell = sandbox
+        if self.tools and self.tools.specs:  # each tool is also an executable, usable anywhere in a shell line
+            shell = BridgedShell(sandbox, tuple(spec.name for spec in self.tools.specs), self._serve, TOOL_TIME_S)
+            await shell.install()
+        await run_loop(self.client, shell, traj, self.limits, tools=self.tools, protocol=self.protocol)
         if self.tools:
             traj.metrics = self.tools.metrics()
         return AgentOutcome(
@@ -86,6 +96,12 @@ class SolverAgent:
             timed_out=traj.stop_reason == "time_limit",
             output=traj.stop_reason if not traj.error else f"{traj.stop_reason}: {traj.error}",
         )
+
+
+    async def _serve(self, argv: list[str], cwd: str) -> ToolResult:
+        """A tool's executable called inside a command: the same handler as a whole-reply call."""
+        assert self.tools is not None
+        return await self.tools(shlex.join(argv)) or ToolResult(127, f"not a harness tool: {argv[0]}")
 
 
 class SolverModelFault(TransientError):
