@@ -18,7 +18,7 @@ from pathlib import Path
 import yaml
 
 from aes_lib.bus.streams import stream_for
-from aes_services.registry import DOMAIN_GATES, SERVICES, SEPARATE_LEARNERS, TRAIN, service_class
+from aes_services.registry import DOMAIN_GATES, SERVICES, SEPARATE_LEARNERS, SHARED_LEARNERS, TRAIN, service_class
 
 BASE = Path(__file__).resolve().parent / "base"
 NAMESPACE = "aes"
@@ -30,10 +30,11 @@ PART_OF = "autoenvscaling"
 SANDBOX = ("validator", "reset", "calibrator", "proposer", "rollouts", "pool-review", *DOMAIN_GATES)
 """Services that start Docker sandboxes (compose's socket-mounting services, plus pool-review,
 whose solver reruns run in sandboxes too, and every domain gate)."""
-TRAINERS = ("learner", *SEPARATE_LEARNERS)
-STATEFUL = (*TRAINERS, "metrics")
-"""One trainer per policy: its batcher and optimizer live in the process, so a second replica
-would train on half the samples; one metrics process per run, which writes one run per tracking
+TRAINERS = tuple(n for n in (*SHARED_LEARNERS, *SEPARATE_LEARNERS) if n.startswith("learner"))
+ORCHESTRATORS = tuple(n for n in (*SHARED_LEARNERS, *SEPARATE_LEARNERS) if n.startswith("orchestrator"))
+STATEFUL = (*TRAINERS, *ORCHESTRATORS, "metrics")
+"""One orchestrator and one trainer per policy: the batcher's pending groups and the optimizer live
+in their processes, so a second replica would batch or train half the samples; one metrics process per run, which writes one run per tracking
 backend. Fixed replicas, no autoscaling, Recreate rollouts."""
 
 # KEDA reads consumer lag from the monitoring port of every server: the headless Service gives
@@ -64,6 +65,8 @@ RESTRICTED = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
 def service_resources(name: str, sandbox: bool) -> dict:
     if name in TRAINERS:
         return {"requests": {"cpu": "2", "memory": "8Gi"}, "limits": {"cpu": "8", "memory": "16Gi"}}
+    if name in ORCHESTRATORS:  # holds the pending groups' tokenized samples
+        return {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}}
     if sandbox:
         return {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"cpu": "1", "memory": "2Gi"}}
     return {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}

@@ -405,6 +405,32 @@ class LearnerStats(Message, frozen=True):
     """Learner processes that shared the update."""
 
 
+class TrainBatch(Message, frozen=True):
+    """Orchestrator -> trainer: one update, packed. The trainer reads its ranks' shares from the
+    store, steps once and publishes ``batch_id`` as the policy version (the boundary another
+    trainer plugs in behind, docs/TRAINER.md)."""
+
+    batch_id: int
+    """Consecutive from 1 per orchestrator run; also the policy version this update makes, and
+    what the trainer's checkpoint remembers (a batch at or below it is acked untrained)."""
+    policy: PolicyName = "shared"
+    role: Role = "solver"
+    shares: tuple[BlobRef, ...] = ()
+    """One packed share per rank the orchestrator packed for (``aes_lib.learner.packing``): its
+    micro-batches as flat token arrays. A trainer with fewer ranks takes shares ``r::world``."""
+    share_micro: tuple[int, ...] = ()
+    """Micro-batches in each share (every rank runs as many as the busiest, padding with empty ones)."""
+    n_tokens: int = 0
+    """Completion tokens of the whole batch: the loss's shared normalizer."""
+    group_ids: tuple[str, ...] = ()
+    mean_reward: float = 0.0
+    groups_dropped: int = 0
+    """Groups without a reward spread, evicted or stale since the previous batch."""
+    carried_over: int = 0
+    stale_dropped: int = 0
+    """Samples dropped for policy lag since the previous batch."""
+
+
 class DeadLetter(Message, frozen=True, kw_only=True):
     """A message a service gave up on, why, and its bytes for ``aes dlq replay``."""
 
@@ -477,6 +503,7 @@ MESSAGE_TYPES: tuple[type[Message], ...] = (
     TrainingWave,
     RolloutRequest,
     LearnerStats,
+    TrainBatch,
     DeadLetter,
 )
 

@@ -56,6 +56,16 @@ POLICY_VERSION = "aes.policy.version"
 SERVING_VERSION = "aes.policy.serving"
 """Weight sync -> anyone: an engine loaded a version."""
 LEARNER_STATS = "aes.learner.stats"
+TRAIN_BATCH_PREFIX = "aes.train.batch"
+
+
+def train_batch(policy: str) -> str:
+    """Subject of ``policy``'s packed updates (``TrainBatch``, orchestrator -> trainer)."""
+    if policy not in ("shared", "solver", "proposer"):
+        raise ValueError(f"policy must be shared, solver or proposer, got {policy!r}")
+    return f"{TRAIN_BATCH_PREFIX}.{policy}"
+
+
 DEAD_LETTER_PREFIX = "aes.dlq"
 
 # Streams. Work-queue streams hand each message to exactly one replica of the
@@ -68,5 +78,7 @@ STREAMS: dict[str, dict] = {
     "AES_ROLLOUTS": {"subjects": [ROLLOUT_SUMMARY, TRAJECTORIES], "retention": "limits"},
     "AES_TRAINING": {"subjects": [TRAINING_WAVE, ROLLOUT_REQUEST], "retention": "workqueue"},
     "AES_POLICY": {"subjects": [POLICY_VERSION, SERVING_VERSION, LEARNER_STATS], "retention": "limits"},
+    # Limits: a restarted orchestrator reads its last batch back (its id and groups).
+    "AES_TRAIN": {"subjects": [f"{TRAIN_BATCH_PREFIX}.>"], "retention": "limits"},
     "AES_DLQ": {"subjects": [f"{DEAD_LETTER_PREFIX}.>"], "retention": "limits"},
 }

@@ -136,6 +136,7 @@ async def _running(settings: Settings, services: list) -> AsyncIterator[None]:
 def _services(arm: str, training: TrainingConfig, learner: LearnerConfig) -> list:
     from aes_services.calibrator import CalibratorService
     from aes_services.learner import LearnerService
+    from aes_services.orchestrator import OrchestratorService
     from aes_services.planner import PlannerService, RolloutStatsService
     from aes_services.pool import PoolReviewService, PoolService
     from aes_services.proposer import ProposerService
@@ -143,8 +144,8 @@ def _services(arm: str, training: TrainingConfig, learner: LearnerConfig) -> lis
     from aes_services.training import TrainingRolloutService, WavePlannerService
     from aes_services.validator import ValidatorService
 
-    common = [WavePlannerService(), TrainingRolloutService(config=training), LearnerService(learner),
-              WeightSyncService()]
+    common = [WavePlannerService(), TrainingRolloutService(config=training), OrchestratorService(learner),
+              LearnerService(learner), WeightSyncService()]
     if arm == "static":
         return common
     return common + [RolloutStatsService(), PlannerService(), ProposerService(), ValidatorService(),

@@ -1,26 +1,24 @@
-"""Learner: scored trajectories in, DPPO updates, new policy versions out.
+"""Learner, the trainer stage: packed updates (``TrainBatch``) in, DPPO steps, policy versions out.
 
-Consumes ``TrajectoryRef`` (every role's with the shared policy; one role's with
-separate models), loads each trajectory from the blob store and hands it to the
-batcher. Whenever a batch is full it runs one DPPO update (in a worker thread, so
-the runner keeps heart-beating) over every rank of the learner (``--nproc``: rank 0,
-this service, drives the others, ``aes_lib.learner.distributed``), publishes the new
-weights through the configured transport (``aes_lib.weights``: an HF-format folder, announced
-with ``PolicyVersion``), and ``LearnerStats``.
+Consumes the orchestrator's ``TrainBatch`` for its policy (``aes_services.orchestrator`` groups,
+filters, computes advantages and packs). Each update runs in a worker thread, so the runner
+keeps heart-beating, over every rank of the learner (``--nproc``: rank 0, this service, sends
+the others the batch's share refs, ``aes_lib.learner.distributed``); each rank reads its own
+packed share from the blob store. Then the new weights are published through the configured
+transport (``aes_lib.weights``: an HF-format folder, announced with ``PolicyVersion``) as version
+``batch_id``, and the step's ``LearnerStats``.
 
-Nothing acknowledged is lost to a crash, nor trained twice. Before a message is acked,
-the learner's small state is written to the blob store and pointed to from KV: the
-samples it holds (in arrival order), the groups it closed, its counters, and where its
-weights come from: the last full training-state save (sharded weights and AdamW moments
-through ``torch.distributed.checkpoint``, every ``checkpoint_every`` updates) plus the
-log of the updates since (each one's trajectory refs and advantages, in batch order). A
-restarted learner loads that save and replays the logged updates (deterministic: the same
-batches in the same order), which rebuilds the weights and moments of the last announced
-version without announcing anything again; then it restores the batcher from the held
-samples. A redelivered sample of a closed group is ignored. Samples older than
-``max_policy_lag`` versions are dropped and counted. A trajectory that cannot be trained on
-raises ``TrajectoryFormatError`` and, after the runner's redeliveries, lands on the
-dead-letter subject with that error.
+Exactly once, by batch id. The learner's small state (blob store, pointed to from KV; written
+once per update, never per message) holds the last version it announced, which is the last
+batch id it trained, and where its weights come from: the last full training-state save
+(sharded weights and AdamW moments through ``torch.distributed.checkpoint``, every
+``checkpoint_every`` updates) plus the ``TrainBatch`` messages trained since. A restarted
+learner loads that save and steps those batches again from their packed shares (deterministic:
+the same data in the same order), which rebuilds the weights and moments of the last
+announced version without announcing anything again; it reads no trajectory. A redelivered
+batch whose id is at most that version is acked untrained; one that arrives before its
+predecessor is refused (redelivered later). The packed shares of a batch are deleted once a
+save covers it.
 """
 
 from __future__ import annotations
@@ -34,69 +32,50 @@ from typing import ClassVar
 
 import msgspec
 
-from aes_lib.agents.trajectory import load_trajectory
 from aes_lib.checkpoints import delete_folder
-from aes_lib.learner import (
-    Batch,
-    Batcher,
-    Group,
-    LearnerConfig,
-    LearnerConfigError,
-    Sample,
-    turns_from_trajectory,
-)
+from aes_lib.learner import LearnerConfig, LearnerConfigError
 from aes_lib.learner.base_model import bundled_base_model
-from aes_lib.learner.batcher import BatcherState
 from aes_lib.learner.distributed import Ranks
 from aes_lib.learner.runtime import LearnerRuntime
+from aes_lib.learner.trainer import StepStats
 from aes_lib.service import Context, Service
 from aes_lib.weights.transport import VersionMeta, publish_version, weight_transport
 from aes_proto import subjects
-from aes_proto.messages import BlobRef, LearnerStats, PolicyName, PolicyVersion, Role, TrajectoryRef
+from aes_proto.messages import BlobRef, LearnerStats, PolicyName, PolicyVersion, TrainBatch
 from aes_proto.records import LEARNER_BUCKET
 
 log = logging.getLogger(__name__)
 
 
-class LoggedUpdate(msgspec.Struct, kw_only=True):
-    """One update since the last training-state save, as needed to replay it."""
-
-    version: int
-    role: Role
-    samples: list[TrajectoryRef]
-    advantages: list[float]
+class BatchOrderError(RuntimeError):
+    """A batch whose predecessor was not trained yet (redelivered out of order): retried later."""
 
 
 class LearnerState(msgspec.Struct, kw_only=True):
     """Everything a restarted learner resumes from (stored in the blob store)."""
 
     policy: PolicyVersion | None = None
-    """Latest published version (None: still the base weights)."""
+    """Latest published version, i.e. the last batch trained (None: still the base weights)."""
     published: list[BlobRef] = []
     """Manifests of the published versions still kept, oldest first."""
     train_state: str = ""
     """Folder of the last training-state save (empty: the base weights, fresh AdamW)."""
     train_version: int = 0
     """The version that save holds."""
-    replay: list[LoggedUpdate] = []
-    """Updates after ``train_version``, in order: replayed on top of the save after a crash."""
+    replay: list[TrainBatch] = []
+    """Batches trained after ``train_version``, in order: stepped again on top of the save after a crash."""
     solver_updates: int = 0
-    stale_dropped: int = 0
-    """Samples dropped for policy lag since the last update."""
-    batcher: BatcherState = msgspec.field(default_factory=BatcherState)
-    held: list[TrajectoryRef] = []
-    """Samples not yet trained, dropped or evicted, in arrival order."""
 
 
-class LearnerService(Service[TrajectoryRef]):
+class LearnerService(Service[TrainBatch]):
     name = "learner"
-    subject = subjects.TRAJECTORIES
-    message_type = TrajectoryRef
+    subject = subjects.train_batch("shared")
+    message_type = TrainBatch
     ack_wait = 120.0
     budget = 3600.0
-    """One trajectory in; an optimizer step on CPU with a full batch may take many minutes."""
+    """One batch in; an optimizer step on CPU with a full batch may take many minutes."""
     policy: ClassVar[PolicyName] = "shared"
-    """Which policy this learner trains: ``shared`` takes both roles' samples."""
+    """Which policy this learner trains (its orchestrator packs that policy's batches)."""
     ranks: Ranks | None = None
     """Every rank of this learner (set by the rank launcher; None: this process alone)."""
 
@@ -123,7 +102,7 @@ class LearnerService(Service[TrajectoryRef]):
         self.state_root = Path(cfg.checkpoint_dir or ctx.settings.home / "learner") / self.run_id / self.prefix
         weight_transport(ctx.settings)  # refuses one that cannot work here before any training
         self.ranks = self.ranks or Ranks()
-        self.runtime = LearnerRuntime()
+        self.runtime = LearnerRuntime(ctx.blobs)
         await self._call("build", cfg, str(path))
         self.base_model = path.name
         self.trainer = self.runtime.trainer
@@ -132,23 +111,15 @@ class LearnerService(Service[TrajectoryRef]):
             await self._call("load", self.state.train_state)
         await asyncio.to_thread(self._forget_other_saves)
         self.version = self.state.train_version
-        for update in self.state.replay:  # the updates after the save, as they ran
-            samples = [await asyncio.to_thread(self._sample, ctx, ref) for ref in update.samples]
-            group = Group("replay", update.role, tuple(samples), tuple(update.advantages))
-            await self._call("step", self.trainer.plan(Batch(update.role, (group,), 0, 0, 0), self.ranks.world))
-            self.version = update.version
+        for batch in self.state.replay:  # the batches after the save, as they ran
+            await self._step(batch)
+            self.version = batch.batch_id
         if self.version != (self.state.policy.version if self.state.policy else 0):
             raise RuntimeError(f"learner state of {self.run_id} rebuilds version {self.version}, "
                                f"but announced {self.state.policy.version if self.state.policy else 0}")
-        self.held: dict[str, TrajectoryRef] = {}
-        samples = []
-        for ref in self.state.held:
-            self.held[ref.rollout_id] = ref
-            samples.append(await asyncio.to_thread(self._sample, ctx, ref))
-        self.batcher = Batcher.restore(cfg, self.state.batcher, samples)
-        if self.version or samples:
-            log.info("resumed %s at policy version %d (saved at %d, %d replayed) holding %d samples", self.run_id,
-                     self.version, self.state.train_version, len(self.state.replay), len(samples))
+        if self.version:
+            log.info("resumed %s at policy version %d (saved at %d, %d replayed)", self.run_id, self.version,
+                     self.state.train_version, len(self.state.replay))
 
     def _forget_other_saves(self) -> None:
         """Saves the state does not point at (a crash came between a save and the state's update)."""
@@ -162,6 +133,10 @@ class LearnerService(Service[TrajectoryRef]):
         assert self.ranks is not None
         return await asyncio.to_thread(self.ranks.call, self.runtime, name, *args)
 
+    async def _step(self, batch: TrainBatch) -> StepStats:
+        """One update on every rank; each reads its own share (only the refs travel)."""
+        return await self._call("step", batch.shares, batch.share_micro, batch.n_tokens)
+
     async def _load_state(self, ctx: Context) -> LearnerState:
         from nats.js.errors import KeyNotFoundError
 
@@ -173,10 +148,6 @@ class LearnerService(Service[TrajectoryRef]):
         return msgspec.msgpack.decode(await asyncio.to_thread(ctx.blobs.get_bytes, ref), type=LearnerState)
 
     async def _save_state(self, ctx: Context) -> None:
-        held = self.batcher.held()
-        self.held = {rid: ref for rid, ref in self.held.items() if rid in held}
-        self.state.batcher = self.batcher.snapshot()
-        self.state.held = list(self.held.values())
         data = msgspec.msgpack.encode(self.state)
         ref = await asyncio.to_thread(ctx.blobs.put_content, f"learner/{self.run_id}/state", data)
         await (await ctx.kv(LEARNER_BUCKET)).put(self.run_id, msgspec.json.encode(ref))
@@ -184,80 +155,69 @@ class LearnerService(Service[TrajectoryRef]):
             await asyncio.to_thread(ctx.blobs.delete, self._state_ref.key)
         self._state_ref = ref
 
-    @staticmethod
-    def _sample(ctx: Context, msg: TrajectoryRef) -> Sample:
-        traj = load_trajectory(ctx.blobs, msg.trajectory)
-        return Sample(msg.rollout_id, msg.group_id, msg.role, msg.reward, turns_from_trajectory(traj),
-                      finished=msg.finished, policy_version=msg.policy_version, group_size=msg.group_size,
-                      final=msg.final)
-
-    async def handle(self, msg: TrajectoryRef, ctx: Context) -> None:
-        assert self.config is not None
-        min_version = self.version - self.config.max_policy_lag
-        if msg.policy_version < max(min_version, 0):  # UNKNOWN_VERSION (-1): its age cannot be bounded
-            if msg.rollout_id not in self.held:
-                log.info("sample dropped", extra={"reason": "stale" if msg.policy_version >= 0 else "unknown_version",
-                                                  "rollout_id": msg.rollout_id,
-                                                  "policy_version": msg.policy_version, "min_version": min_version})
-                self.state.stale_dropped += 1
-                await self._save_state(ctx)
+    async def handle(self, msg: TrainBatch, ctx: Context) -> None:
+        if msg.batch_id <= self.version:
+            log.info("batch already trained", extra={"batch_id": msg.batch_id, "version": self.version})
             return
-        sample = await asyncio.to_thread(self._sample, ctx, msg)
-        if self.batcher.add(sample):
-            self.held[msg.rollout_id] = msg
-        while (batch := self.batcher.next_batch(min_version)) is not None:
-            await self._update(batch, ctx)
-            min_version = self.version - self.config.max_policy_lag
-        await self._save_state(ctx)
+        if msg.batch_id != self.version + 1:
+            raise BatchOrderError(f"batch {msg.batch_id} arrived before batch {self.version + 1}")
+        await self._update(msg, ctx)
 
-    async def _update(self, batch: Batch, ctx: Context) -> None:
+    async def _publish(self, ctx: Context, batch: TrainBatch) -> PolicyVersion:
+        """The trained weights out as version ``self.version`` (one call: how they travel is the weights unit's)."""
+        assert self.config is not None and self.ranks is not None
+        return await publish_version(ctx, lambda folder: self._call("export", str(folder)), VersionMeta(
+            version=self.version, prefix=self.prefix, base_model=self.base_model, run_id=self.run_id,
+            policy=self.policy, solver_updates=self.state.solver_updates, trained_role=batch.role,
+            keep=self.config.keep_checkpoints), model=self.runtime.model if self.ranks.world == 1 else None)
+
+    async def _update(self, batch: TrainBatch, ctx: Context) -> None:
         cfg = self.config
         assert cfg is not None and self.ranks is not None
         t0 = time.monotonic()
-        stats = await self._call("step", self.trainer.plan(batch, self.ranks.world))
+        stats = await self._step(batch)
         seconds = time.monotonic() - t0
-        self.version += 1
+        self.version = batch.batch_id
         state = self.state
         state.solver_updates += batch.role == "solver"
-        pv = await publish_version(ctx, lambda folder: self._call("export", str(folder)), VersionMeta(
-            version=self.version, prefix=self.prefix, base_model=self.base_model, run_id=self.run_id,
-            policy=self.policy, solver_updates=state.solver_updates, trained_role=batch.role,
-            keep=cfg.keep_checkpoints), model=self.runtime.model if self.ranks.world == 1 else None)
+        pv = await self._publish(ctx, batch)
         state.policy = pv
         if pv.checkpoint is not None:  # the store's copies expire here; the filesystem transport keeps its own
             state.published.append(pv.checkpoint)
         previous_save = state.train_state
+        covered: list[TrainBatch] = []
         if self.version - state.train_version >= cfg.checkpoint_every:
             folder = str(self.state_root / f"v{self.version:06d}")
             await self._call("save", folder)
+            covered = [*state.replay, batch]
             state.train_state, state.train_version, state.replay = folder, self.version, []
         else:
-            samples = batch.samples
-            state.replay.append(LoggedUpdate(version=self.version, role=batch.role,  # type: ignore[arg-type]
-                                             samples=[self.held[s.rollout_id] for s, _ in samples],
-                                             advantages=[a for _, a in samples]))
+            state.replay.append(batch)
         await ctx.publish(subjects.LEARNER_STATS, LearnerStats(
             idempotency_key=f"{self.run_id}:stats:{self.version}", episode_id=self.run_id,
             step=self.version, policy_version=self.version, loss=stats.loss, mean_reward=batch.mean_reward,
             mask_fraction=stats.mask_fraction, mean_divergence=stats.mean_divergence,
-            groups_used=len(batch.groups), groups_dropped=batch.dropped + batch.evicted + batch.stale,
+            groups_used=len(batch.group_ids), groups_dropped=batch.groups_dropped,
             tokens=stats.tokens, carried_over=batch.carried_over, masked_tokens=stats.masked_tokens,
             role=batch.role, grad_norm=stats.grad_norm, seconds=seconds, policy=self.policy,
-            group_ids=tuple(g.group_id for g in batch.groups), stale_dropped=state.stale_dropped,
+            group_ids=batch.group_ids, stale_dropped=batch.stale_dropped,
             sequence_tokens=stats.sequence_tokens, ranks=self.ranks.world,
         ))
-        state.stale_dropped = 0
         expired = state.published[: -cfg.keep_checkpoints] if cfg.keep_checkpoints else []
         state.published = state.published[len(expired):]
         await self._save_state(ctx)
-        # Only now that the saved state points past them: the older save and the expired versions.
+        # Only now that the saved state points past them: the older save, the expired versions
+        # and the packed batches the new save covers.
         if previous_save and previous_save != state.train_state:
             await asyncio.to_thread(shutil.rmtree, previous_save, True)
         for ref in expired:
             await asyncio.to_thread(delete_folder, ctx.blobs, ref)
+        for done in covered:
+            for share in done.shares:
+                await asyncio.to_thread(ctx.blobs.delete, share.key)
         log.info("weights published", extra={
             "policy": self.policy, "version": self.version, "role": batch.role, "loss": stats.loss,
-            "mean_reward": batch.mean_reward, "groups": len(batch.groups), "masked_tokens": stats.masked_tokens,
+            "mean_reward": batch.mean_reward, "groups": len(batch.group_ids), "masked_tokens": stats.masked_tokens,
             "tokens": stats.tokens, "sequence_tokens": stats.sequence_tokens, "divergence": stats.mean_divergence,
             "seconds": seconds, "ranks": self.ranks.world})
 
@@ -266,7 +226,7 @@ class SolverLearnerService(LearnerService):
     """Separate models: trains the solver's policy on solver samples only."""
 
     name = "learner-solver"
-    subject = subjects.trajectory("solver")
+    subject = subjects.train_batch("solver")
     policy = "solver"
 
 
@@ -274,5 +234,5 @@ class ProposerLearnerService(LearnerService):
     """Separate models: trains the proposer's policy on proposer samples only."""
 
     name = "learner-proposer"
-    subject = subjects.trajectory("proposer")
+    subject = subjects.train_batch("proposer")
     policy = "proposer"

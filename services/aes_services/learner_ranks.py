@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import torch.distributed as dist
 
+from aes_lib.blobstore import open_store
 from aes_lib.config import Settings
 from aes_lib.learner import LearnerConfig
 from aes_lib.learner.distributed import Ranks, die_with_parent, init_ranks
@@ -39,6 +40,6 @@ def run_rank(service_cls: type[LearnerService], settings: Settings, on_ready: Ca
             finally:
                 ranks.stop()
         else:
-            ranks.follow(LearnerRuntime())
+            ranks.follow(LearnerRuntime(open_store(settings.blob_location, settings)))
     finally:
         dist.destroy_process_group()

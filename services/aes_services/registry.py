@@ -18,6 +18,9 @@ SERVICES: dict[str, str] = {
     "review": "aes_services.review:ReviewService",
     "reset": "aes_services.reset_gate:ResetGateService",
     "proposer": "aes_services.proposer:ProposerService",
+    "orchestrator": "aes_services.orchestrator:OrchestratorService",
+    "orchestrator-solver": "aes_services.orchestrator:SolverOrchestratorService",
+    "orchestrator-proposer": "aes_services.orchestrator:ProposerOrchestratorService",
     "learner": "aes_services.learner:LearnerService",
     "learner-solver": "aes_services.learner:SolverLearnerService",
     "learner-proposer": "aes_services.learner:ProposerLearnerService",
@@ -34,13 +37,14 @@ DOMAIN_GATES: dict[str, str] = {
 ``aes.candidate.<domain>``, the head of that domain's candidates' route."""
 SERVICES.update(DOMAIN_GATES)
 
-TRAINING = ("learner", "learner-solver", "learner-proposer", "proposer-samples", "training-wave", "rollouts",
-            "weight-sync")
+SHARED_LEARNERS = ("orchestrator", "learner")
+"""One policy for both roles: the orchestrator packs its updates, the learner (the trainer) trains them."""
+SEPARATE_LEARNERS = ("orchestrator-solver", "learner-solver", "orchestrator-proposer", "learner-proposer")
+"""With ``AES_POLICY_MODE=separate`` these replace ``SHARED_LEARNERS`` (one model per role)."""
+TRAINING = (*SHARED_LEARNERS, *SEPARATE_LEARNERS, "proposer-samples", "training-wave", "rollouts", "weight-sync")
 """The services that close the training loop; the stack starts them only with an engine that
 follows the learner's weights (``AES_ENGINE=vllm`` or ``torch``)."""
-SEPARATE_LEARNERS = ("learner-solver", "learner-proposer")
-"""With ``AES_POLICY_MODE=separate`` these replace ``learner`` (one model per role)."""
-TRAIN = ("learner", *SEPARATE_LEARNERS, "weight-sync", "metrics")
+TRAIN = ("learner", "learner-solver", "learner-proposer", "weight-sync", "metrics")
 """The services that need the ``train`` extra (torch, transformers, safetensors, tensorboard), so
 the training image; every other one runs on the smaller service image (compose.yaml, deploy/k8s)."""
 
@@ -50,7 +54,7 @@ def stack_services(engine: str, policy_mode: str) -> dict[str, str]:
     if policy_mode not in ("shared", "separate"):
         raise ValueError(f"AES_POLICY_MODE must be shared or separate, got {policy_mode!r}")
     skip = set(TRAINING) if engine not in TRAINABLE else (
-        {"learner"} if policy_mode == "separate" else set(SEPARATE_LEARNERS))
+        set(SHARED_LEARNERS) if policy_mode == "separate" else set(SEPARATE_LEARNERS))
     return {name: spec for name, spec in SERVICES.items() if name not in skip}
 
 ADMISSION = ("validator", "contamination", "review", "reset", "calibrator")

@@ -1,8 +1,9 @@
-"""LearnerService on a real NATS JetStream bus and a real blob store."""
+"""The orchestrator and the learner (trainer) on a real NATS JetStream bus and a real blob store."""
 
 import asyncio
 import contextlib
 
+import msgspec
 import pytest
 import torch
 
@@ -11,9 +12,10 @@ from aes_lib.bus import Bus, serve
 from aes_lib.learner import LearnerConfig, LearnerConfigError, policy_tensors
 from aes_lib.models.engine import TorchEngine
 from aes_proto import subjects
-from aes_proto.messages import LearnerStats, PolicyVersion, TrajectoryRef
+from aes_proto.messages import LearnerStats, PolicyVersion, TrainBatch, TrajectoryRef
 from aes_proto.trajectory import Trajectory, Turn
-from aes_services.learner import LearnerService
+from aes_services.learner import BatchOrderError, LearnerService
+from aes_services.orchestrator import OrchestratorService
 
 from .helpers import BOS, EOS, SEP, tiny_llama
 
@@ -21,16 +23,17 @@ pytestmark = pytest.mark.timeout(120)
 
 
 @contextlib.asynccontextmanager
-async def serving(settings, service):
+async def serving(settings, *services):
     stop = asyncio.Event()
-    bus = await Bus.connect(settings, name=service.name)
-    task = asyncio.create_task(serve(service, bus, stop))
+    buses = [await Bus.connect(settings, name=s.name) for s in services]
+    tasks = [asyncio.create_task(serve(s, b, stop)) for s, b in zip(services, buses)]
     try:
         yield
     finally:
         stop.set()
-        await asyncio.gather(task, return_exceptions=True)
-        await bus.close()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for b in buses:
+            await b.close()
 
 
 async def until(bus, subject, type_, n):
@@ -59,14 +62,18 @@ async def test_service_trains_publishes_and_resumes(fresh_nats, tmp_path, every)
     config = LearnerConfig(model_path=str(tmp_path / "model"), solver_group_size=4, groups_per_batch=2, lr=1e-2,
                            checkpoint_every=every)
     service = LearnerService(config, run_id="run1")
+    orchestrator = OrchestratorService(config)
     async with await Bus.connect(fresh_nats) as bus:
         await publish_group(bus, "env-a", 3, [4, 1, 2, 5], [1, 0, 0, 0])
         await publish_group(bus, "env-b", 6, [0, 1, 2, 3], [0, 0, 0, 0])  # no signal: dropped
         await publish_group(bus, "env-d", 1, [2, 3], [1, 0])  # incomplete: carried over
         await publish_group(bus, "env-c", 8, [9, 9, 0, 1], [1, 1, 0, 0])
-        async with serving(fresh_nats, service):
+        async with serving(fresh_nats, orchestrator, service):
             (pv,) = await until(bus, subjects.POLICY_VERSION, PolicyVersion, 1)
             (stats,) = await until(bus, subjects.LEARNER_STATS, LearnerStats, 1)
+        (batch,) = await until(bus, subjects.train_batch("shared"), TrainBatch, 1)
+        assert batch.batch_id == 1 and batch.group_ids == ("env-a", "env-c") and batch.n_tokens == 16
+        assert orchestrator.held.keys() == {"env-d-0", "env-d-1"}  # only the incomplete group's refs stay
 
         assert pv.version == stats.policy_version == 1 and pv.base_model == "model"
         assert pv.checkpoint.key == "checkpoints/policy/v000001/manifest.json"
@@ -97,6 +104,22 @@ async def test_service_trains_publishes_and_resumes(fresh_nats, tmp_path, every)
         assert len(restarted.trainer.optimizer.state) == len(service.trainer.optimizer.state) > 0
         for a, b in zip(service.trainer.optimizer.state.values(), restarted.trainer.optimizer.state.values()):
             assert torch.equal(a["exp_avg"], b["exp_avg"]) and torch.equal(a["exp_avg_sq"], b["exp_avg_sq"])
+
+        # Exactly once by batch id: the trained batch, redelivered, is acked untrained; a batch
+        # ahead of the next one is refused (redelivered until its predecessor trained).
+        await restarted.handle(batch, bus)
+        assert restarted.version == 1 and restarted.trainer.steps == (0 if every == 1 else 1)
+        ahead = msgspec.structs.replace(batch, batch_id=3, idempotency_key="run1:batch:3")
+        with pytest.raises(BatchOrderError, match="batch 3 arrived before batch 2"):
+            await restarted.handle(ahead, bus)
+        for k, v in restarted.trainer.model.state_dict().items():
+            assert torch.equal(v, trained[k]), k
+
+        # A restarted orchestrator holds the incomplete group again and continues after batch 1.
+        again = OrchestratorService(config)
+        await again.setup(bus)
+        assert again.batch_id == 1 and again.held.keys() == {"env-d-0", "env-d-1"}
+        assert again.batcher.pending == 2
 
 
 async def test_setup_rejects_missing_model(fresh_nats, tmp_path):

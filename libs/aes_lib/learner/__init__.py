@@ -1,7 +1,9 @@
-"""The learner: batching, role-separated advantages, DPPO updates, checkpoints, reload.
+"""The learner: batching, role-separated advantages, packing, DPPO updates, checkpoints, reload.
 
     batcher = Batcher(config); batcher.add(sample)          # samples from stored trajectories
     if (batch := batcher.next_batch()): stats = trainer.step(batch)
+    packed = write_batch(store, prefix, seqs, world, ...)    # orchestrator: per-rank flat arrays
+    runtime.step(packed.shares, packed.share_micro, packed.n_tokens)  # trainer: each rank its share
     await publish_policy(ctx, folder, version=..., ...)     # HF-format folder + PolicyVersion
     engine.load_state_dict(policy_tensors(store, pv.checkpoint), pv.version)  # rollout side
 
@@ -42,6 +44,11 @@ _EXPORTS = {
     "loss_class": "losses",
     "loss_names": "losses",
     "register_loss": "losses",
+    # packing
+    "PackFormatError": "packing",
+    "PackedBatch": "packing",
+    "read_rank_share": "packing",
+    "write_batch": "packing",
     # policy
     "checkpoint_key": "policy",
     "publish_policy": "policy",

@@ -3,7 +3,8 @@ trainer, and the collective operations rank 0 drives through ``distributed.Ranks
 
 Training state (sharded weights and AdamW moments) is saved and loaded with
 ``torch.distributed.checkpoint``: each rank writes and reads its own shards, in parallel,
-and a save under N ranks loads under M. A published version is the full state dict
+and a save under N ranks loads under M. An update's data comes packed (``packing``): each rank
+reads its own share from the blob store; rank 0 sends only where it is. A published version is the full state dict
 gathered to rank 0 and written as an HF-format folder.
 """
 
@@ -11,7 +12,9 @@ from __future__ import annotations
 
 import shutil
 import threading
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed.checkpoint as dcp
@@ -25,8 +28,13 @@ from torch.distributed.checkpoint.state_dict import (
 from aes_lib.learner.checkpoint import write_hf_folder
 from aes_lib.learner.config import LearnerConfig
 from aes_lib.learner.head import install_head
-from aes_lib.learner.distributed import DTYPES, local_device, rank, shard_model
-from aes_lib.learner.trainer import DppoTrainer, Plan, StepStats
+from aes_lib.learner.distributed import DTYPES, local_device, rank, shard_model, world_size
+from aes_lib.learner.packing import read_rank_share
+from aes_lib.learner.trainer import DppoTrainer, StepStats
+
+if TYPE_CHECKING:
+    from aes_lib.blobstore import BlobStore
+    from aes_proto.messages import BlobRef
 
 _LOADING = threading.Lock()
 """``from_pretrained`` swaps torch's init functions process-wide while it builds a model on the meta
@@ -36,6 +44,10 @@ meta tensors ("Cannot copy out of meta tensor"): they load one at a time."""
 class LearnerRuntime:
     model: torch.nn.Module
     trainer: DppoTrainer
+
+    def __init__(self, store: BlobStore) -> None:
+        self.store = store
+        """Where every rank reads its own share of an update (``packing``)."""
 
     def build(self, config: LearnerConfig, model_path: str) -> None:
         """Load the starting weights (fp32 master copy) and shard them when ranks are joined."""
@@ -51,8 +63,10 @@ class LearnerRuntime:
         self.model = model
         self.trainer = DppoTrainer(model, config)
 
-    def step(self, plan: Plan) -> StepStats:
-        return self.trainer.step_share(plan.shares[rank()], plan.n_tokens, plan.n_micro)
+    def step(self, shares: Sequence[BlobRef], share_micro: Sequence[int], n_tokens: int) -> StepStats:
+        """One update: this rank reads its packed share from the store and trains on it."""
+        micro, n_micro = read_rank_share(self.store, shares, share_micro, rank(), world_size())
+        return self.trainer.step_micro(micro, n_tokens, n_micro)
 
     def _state(self) -> dict:
         model_sd, optim_sd = get_state_dict(self.model, self.trainer.optimizer)

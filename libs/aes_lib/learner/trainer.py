@@ -124,9 +124,13 @@ class DppoTrainer:
 
     def step_share(self, seqs: list[TrainSeq], n_tokens: int, n_micro: int) -> StepStats:
         """This rank's part of one update; every rank calls it with its share of the same plan."""
+        return self.step_micro(micro_batches(seqs, self.config.micro_batch_tokens), n_tokens, n_micro)
+
+    def step_micro(self, micro: list[list[TrainSeq]], n_tokens: int, n_micro: int) -> StepStats:
+        """This rank's part of one update, already cut into micro-batches (a packed share); every
+        rank runs ``n_micro`` of them (the busiest rank's count)."""
         _, world = _world()
-        mbs = micro_batches(seqs, self.config.micro_batch_tokens)
-        mbs += [[_EMPTY]] * (n_micro - len(mbs))
+        mbs = list(micro) + [[_EMPTY]] * (n_micro - len(micro))
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         dev = self._device()
