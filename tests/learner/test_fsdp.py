@@ -23,6 +23,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
+from aes_lib.blobstore import open_store
 from aes_lib.learner import DppoTrainer
 from aes_lib.learner.runtime import LearnerRuntime
 
@@ -51,7 +52,7 @@ def two_ranks(tmp_path_factory):
 
 
 def single_process(base: Path, case: str):
-    rt = LearnerRuntime()
+    rt = LearnerRuntime(open_store(f"file://{base.parent.parent}/store"))  # steps batches in process: unused
     rt.build(config(case).__class__(**{**config(case).__dict__, "param_dtype": "float32",
                                        "activation_checkpointing": False}), str(base))
     stats = rt.trainer.step(dppo_batch())
@@ -88,7 +89,7 @@ def test_a_two_rank_training_state_loads_in_one_process(two_ranks):
     """The sharded save (weights and AdamW moments) reshards on load: the next step from it
     is the single process's next step."""
     rt, _ = single_process(two_ranks / "base" / "llama", "llama")
-    loaded = LearnerRuntime()
+    loaded = LearnerRuntime(rt.store)
     loaded.build(config("llama"), str(two_ranks / "base" / "llama"))
     loaded.load(str(two_ranks / "out" / "llama" / "state"))
     for name, t in loaded.model.state_dict().items():

@@ -18,6 +18,7 @@ from aes_lib.tracking.series import learner as learner_series
 from aes_proto import subjects
 from aes_proto.messages import CalibrationResult, LearnerStats, Lineage, RolloutSummary, ServingUpdate, Verdict
 from aes_services.learner import LearnerService
+from aes_services.orchestrator import OrchestratorService
 from aes_services import metrics as metrics_service
 from aes_services.metrics import MetricsService
 
@@ -91,7 +92,7 @@ async def test_tracked_series_match_the_learner_stats_on_the_bus(fresh_nats, tmp
         await publish_group(bus, "env-a", 3, [4, 1, 2, 5], [1, 0, 0, 0])
         await publish_group(bus, "env-b", 8, [9, 9, 0, 1], [1, 1, 0, 0])
         async with serving(fresh_nats, metrics):
-            async with serving(fresh_nats, learner):
+            async with serving(fresh_nats, OrchestratorService(learner.config), learner):
                 stats = await until(bus, subjects.LEARNER_STATS, LearnerStats, 2)
             await _wait_for(lambda: len(tensorboard_scalars(folder).get("learner/solver/loss", [])) == 2,
                             "learner series in TensorBoard")

@@ -1,5 +1,6 @@
 """``aes service learner`` on 2 ranks (``AES_LEARNER_NPROC=2``, as ``aes up`` starts it): torchrun,
-rank 0 on the real bus, one update split across both ranks, an HF-format version the torch
+rank 0 on the real bus, one update the orchestrator packed into a share per rank, each rank
+reading its own, an HF-format version the torch
 engine loads, and no rank left behind after SIGTERM."""
 
 import asyncio
@@ -12,13 +13,14 @@ import pytest
 import torch
 
 from aes_lib.bus import Bus
-from aes_lib.learner import policy_tensors
+from aes_lib.learner import LearnerConfig, policy_tensors
 from aes_lib.models.engine import TorchEngine
 from aes_proto import subjects
-from aes_proto.messages import LearnerStats, PolicyVersion
+from aes_proto.messages import LearnerStats, PolicyVersion, TrainBatch
+from aes_services.orchestrator import OrchestratorService
 
 from .helpers import tiny_llama
-from .test_service import publish_group, until
+from .test_service import publish_group, serving, until
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -51,8 +53,12 @@ async def test_learner_on_two_ranks_trains_and_publishes(fresh_nats, tmp_path):
             assert len(ranks) == 2  # torchrun's agent (the launcher's pid) runs both ranks
             await publish_group(bus, "env-a", 3, [4, 1, 2, 5], [1, 0, 0, 0])
             await publish_group(bus, "env-c", 8, [9, 9, 0, 1], [1, 1, 0, 0])
-            (pv,) = await until(bus, subjects.POLICY_VERSION, PolicyVersion, 1)
-            (stats,) = await until(bus, subjects.LEARNER_STATS, LearnerStats, 1)
+            async with serving(fresh_nats, OrchestratorService(LearnerConfig(solver_group_size=4, groups_per_batch=2,
+                                                                             nproc=2))):
+                (pv,) = await until(bus, subjects.POLICY_VERSION, PolicyVersion, 1)
+                (stats,) = await until(bus, subjects.LEARNER_STATS, LearnerStats, 1)
+            (batch,) = await until(bus, subjects.train_batch("shared"), TrainBatch, 1)
+            assert len(batch.shares) == 2 and min(batch.share_micro) >= 1  # both ranks had work
             assert stats.ranks == 2 and stats.tokens == 16 and stats.group_ids == ("env-a", "env-c")
             engine = TorchEngine(tiny_llama(seed=0))
             assert engine.load_state_dict(policy_tensors(bus.blobs, pv.checkpoint), pv.version)

@@ -27,6 +27,7 @@ from aes_lib.models.weights import VLLMEngineClient
 from aes_proto import subjects
 from aes_proto.messages import LearnerStats, RolloutSummary, ServingUpdate
 from aes_services.learner import LearnerService
+from aes_services.orchestrator import OrchestratorService
 from aes_services.serving import WeightSyncService
 from aes_services.training import TrainingRolloutService, WavePlannerService
 
@@ -53,7 +54,7 @@ async def test_mean_training_reward_rises_over_updates(fresh_nats, bus, word_pol
     waves = TrainingConfig(groups_per_wave=2, group_size=8, waves_per_round=WAVES, max_turns=1, max_tokens=32,
                            temperature=0.5, engine_wait_s=600)
     learner = LearnerService(LearnerConfig(model_path=str(word_policy), groups_per_batch=1, lr=5e-4))
-    async with running(settings, WavePlannerService(), TrainingRolloutService(config=waves), learner,
+    async with running(settings, WavePlannerService(), TrainingRolloutService(config=waves), OrchestratorService(learner.config), learner,
                        WeightSyncService()):
         tally = await train(bus, waves, round_=1, prefix="learn", served_version=VLLMEngineClient(vllm_server).version)
 

@@ -21,6 +21,7 @@ from aes_ops.waves import train
 from aes_proto import subjects
 from aes_proto.messages import LearnerStats, RolloutSummary, TrajectoryRef
 from aes_services.learner import LearnerService
+from aes_services.orchestrator import OrchestratorService
 from aes_services.serving import WeightSyncService
 from aes_services.training import TrainingRolloutService, WavePlannerService
 
@@ -47,7 +48,7 @@ async def test_with_lag_one_the_next_wave_samples_while_the_learner_trains(fresh
     learner = LearnerService(LearnerConfig(model_path=str(tiny_model), groups_per_batch=1, max_policy_lag=1))
     lines: list[str] = []
     try:
-        async with running(settings, WavePlannerService(), TrainingRolloutService(config=waves), learner,
+        async with running(settings, WavePlannerService(), TrainingRolloutService(config=waves), OrchestratorService(learner.config), learner,
                            WeightSyncService()):
             await train(bus, waves, round_=1, prefix="ov", served_version=TorchEngineClient(url).version,
                         out=lines.append)

@@ -29,6 +29,7 @@ from aes_proto.messages import (
     Verdict,
 )
 from aes_services.learner import LearnerService
+from aes_services.orchestrator import OrchestratorService
 from aes_services.proposer_samples import ProposerSampleService
 
 from counting_store import CountingStore, bus_over
@@ -74,7 +75,7 @@ async def test_admitted_out_of_band_and_broken_episodes_become_one_trained_group
                       direction="easier")
     nothing = no_candidate(lone, "no_submission", "12 turns", episode=proposal(lone, *_episode(bus.blobs, "ep-a3")))
     learner = LearnerService(LearnerConfig(model_path=str(tiny_model), proposer_groups_per_batch=1, lr=1e-3))
-    async with running(fresh_nats, ProposerSampleService(), learner):
+    async with running(fresh_nats, ProposerSampleService(), OrchestratorService(learner.config), learner):
         for r in (admitted, out_of_band, sent_back, broken):
             await bus.publish(subjects.RESULT_CALIBRATION, r)
         [stats] = await wait_for(bus, subjects.LEARNER_STATS, LearnerStats, lambda m: m)

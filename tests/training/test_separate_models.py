@@ -17,6 +17,7 @@ from aes_proto import subjects
 from aes_proto.messages import LearnerStats, PolicyVersion, ServingUpdate, TrajectoryRef
 from aes_proto.trajectory import Trajectory, Turn
 from aes_services.learner import ProposerLearnerService, SolverLearnerService
+from aes_services.orchestrator import ProposerOrchestratorService, SolverOrchestratorService
 from aes_services.serving import WeightSyncService
 
 from flywheel_helpers import running, wait_for
@@ -43,7 +44,8 @@ async def test_each_role_trains_its_own_policy_and_engine(fresh_nats, bus, tiny_
                                    engine="torch", policy_mode="separate")
     config = LearnerConfig(model_path=str(tiny_model), groups_per_batch=1, proposer_groups_per_batch=1, lr=1e-3)
     try:
-        async with running(settings, SolverLearnerService(config), ProposerLearnerService(config), WeightSyncService()):
+        async with running(settings, SolverOrchestratorService(config), SolverLearnerService(config),
+                           ProposerOrchestratorService(config), ProposerLearnerService(config), WeightSyncService()):
             await _group(bus, "solver", "s1", [1.0, 0.0])
             await _group(bus, "solver", "s2", [0.0, 1.0])
             await _group(bus, "proposer", "p1", [1.0, 0.5, 0.0])

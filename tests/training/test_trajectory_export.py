@@ -23,6 +23,7 @@ from aes_ops.waves import train
 from aes_proto import subjects
 from aes_proto.messages import TrajectoryRef
 from aes_services.learner import LearnerService
+from aes_services.orchestrator import OrchestratorService
 from aes_services.serving import WeightSyncService
 from aes_services.training import TrainingRolloutService, WavePlannerService
 
@@ -43,7 +44,7 @@ async def test_export_has_one_row_per_training_attempt_that_retokenizes(fresh_na
                            temperature=0.5, engine_wait_s=600)
     learner = LearnerService(LearnerConfig(model_path=str(word_policy), groups_per_batch=1, lr=5e-4))
     try:
-        async with running(settings, WavePlannerService(), TrainingRolloutService(config=waves), learner,
+        async with running(settings, WavePlannerService(), TrainingRolloutService(config=waves), OrchestratorService(learner.config), learner,
                            WeightSyncService()):
             await train(bus, waves, round_=1, prefix="exp", served_version=TorchEngineClient(url).version)
     finally:
