@@ -38,7 +38,6 @@ from nats.js.errors import NotFoundError
 from aes_lib.agents.trajectory import load_trajectory
 from aes_lib.bus.streams import stream_for
 from aes_lib.learner import Batch, Batcher, LearnerConfig, Sample, pack_turns, turns_from_trajectory
-from aes_lib.learner.batcher import BatcherState
 from aes_lib.learner.packing import write_batch
 from aes_lib.service import Context, Service
 from aes_proto import subjects
@@ -90,7 +89,7 @@ class OrchestratorService(Service[TrajectoryRef]):
                 continue
             self.held[ref.rollout_id] = key
             samples.append(await asyncio.to_thread(self._sample, ctx, ref))
-        self.batcher = Batcher.restore(cfg, BatcherState(batches=self.batch_id, seen=list(closed)), samples)
+        self.batcher = Batcher.resume(cfg, self.batch_id, closed, samples)
         if self.batch_id or samples:
             log.info("resumed %s after batch %d holding %d samples", self.run_id, self.batch_id, len(samples))
         await self._cut(ctx)

@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "k8s"
 KUBERNETES_VERSION = "1.33"
 NAMESPACE = "aes"
-STATEFUL = {"learner", "learner-solver", "learner-proposer", "metrics"}
+STATEFUL = {"learner", "learner-solver", "learner-proposer", "orchestrator", "orchestrator-solver",
+            "orchestrator-proposer", "metrics"}
 SANDBOX = {"validator", "reset", "calibrator", "proposer", "rollouts", "pool-review", *DOMAIN_GATES}
 CLUSTER_SCOPED = {"Namespace", "RuntimeClass"}
 

@@ -1,14 +1,16 @@
-"""SIGKILL a learner rank and the training-rollout service mid-batch, again and again.
+"""SIGKILL a learner rank, the orchestrator and the training-rollout service mid-batch, again and again.
 
-Both run as their own processes (``aes service``) on a real bus, with real Docker
-rollouts against the torch engine; the learner runs on 2 gloo ranks (``--nproc 2``:
-torchrun's agent and its two ranks) and saves its full training state every second
-update (the updates between are replayed from its log). While three waves are in
-flight, the rollouts service and a learner rank are SIGKILLed in turn, twice each (rank 0,
-the consumer, then rank 1): torchrun restarts both ranks, the rollouts service is
-restarted by the test. Afterwards every attempt was published exactly once, every group
-with a reward spread was trained in exactly one update, versions are consecutive, and
-the learner resumes from the last one.
+All three run as their own processes (``aes service``) on a real bus, with real Docker
+rollouts against the torch engine; the learner (the trainer) runs on 2 gloo ranks
+(``--nproc 2``: torchrun's agent and its two ranks), each reading its own packed share of
+an update, and saves its full training state every second update (the batches between are
+stepped again from their packed shares). While three waves are in flight, the services are
+SIGKILLed in turn (a learner rank twice: rank 0, the consumer, then rank 1; the orchestrator
+twice; the rollouts service once): torchrun restarts both ranks, the others are restarted by
+the test. Afterwards every attempt was published exactly once, every group with a reward
+spread was trained in exactly one update, versions are consecutive, the learner resumes
+from the last one, the orchestrator holds nothing, and only the packed batches the last
+save does not cover are still stored.
 """
 
 import asyncio
@@ -22,6 +24,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from nats.js.errors import NoKeysError
 
 from aes_lib.runners.pool_store import BUCKET, PoolStore
 from aes_ops.seeding import seed_pool
@@ -29,9 +32,10 @@ from aes_lib.learner import checkpoint_key
 from aes_lib.learner.advantages import has_signal
 from aes_lib.models.torch_serve import serve
 from aes_proto import subjects
-from aes_proto.messages import BlobRef, LearnerStats, PolicyVersion, TrainingWave, TrajectoryRef
-from aes_proto.records import LEARNER_BUCKET
+from aes_proto.messages import BlobRef, LearnerStats, PolicyVersion, TrainBatch, TrainingWave, TrajectoryRef
+from aes_proto.records import LEARNER_BUCKET, ORCHESTRATOR_BUCKET
 from aes_services.learner import LearnerState, LearnerService
+from aes_services.orchestrator import OrchestratorService
 from aes_services.serving import WeightSyncService
 from aes_services.training import WavePlannerService
 
@@ -41,7 +45,8 @@ from flywheel_helpers import idle, running, wait_for
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 WAVES, GROUPS, SIZE = 3, 2, 4
-KILLS = 4  # each restart of the ranks costs two torch imports and a model load on 2 cores
+KILLS = ("learner:0", "orchestrator", "rollouts", "learner:1", "orchestrator")
+"""Each restart of the ranks costs two torch imports and a model load on 2 cores."""
 RANKS = 2
 FLYWHEEL = Path(__file__).resolve().parents[1] / "flywheel"
 
@@ -90,12 +95,13 @@ async def test_sigkills_lose_no_sample_and_train_none_twice(fresh_nats, bus, wor
                AES_BLOB_URL=fresh_nats.blob_location, AES_MODEL_URL=url, AES_ENGINE="torch",
                AES_TRAINING_MAX_TURNS="1", AES_TRAINING_MAX_TOKENS="32", AES_TRAINING_TEMPERATURE="0.7",
                AES_LEARNER_MODEL_PATH=str(word_policy), AES_LEARNER_GROUPS_PER_BATCH="1", AES_LEARNER_LR="5e-4",
+               AES_LEARNER_NPROC=str(RANKS),  # the orchestrator packs a share per rank
                AES_LEARNER_KEEP_CHECKPOINTS="2", AES_LEARNER_CHECKPOINT_EVERY="2",
                # Kill safety, not staleness: restarts let the learner race ahead of the engine, and a
                # group sampled too many versions back would be dropped by design, not trained.
                AES_LEARNER_MAX_POLICY_LAG="1000",
                AES_TEST_ACK_WAIT="6", PYTHONPATH=os.pathsep.join([str(FLYWHEEL), os.environ.get("PYTHONPATH", "")]))
-    victims = ("learner", "rollouts")
+    victims = ("learner", "orchestrator", "rollouts")
     procs = {name: _spawn(name, env, logs) for name in victims}
     rng = random.Random(7)
     kills: list[str] = []
@@ -104,18 +110,19 @@ async def test_sigkills_lose_no_sample_and_train_none_twice(fresh_nats, bus, wor
             for w in range(WAVES):
                 await bus.publish(subjects.TRAINING_WAVE, TrainingWave(
                     idempotency_key=f"kw{w}", episode_id=f"kw{w}", wave_id=f"kw{w}", groups=GROUPS, group_size=SIZE))
-            for i in range(KILLS):
+            for victim in KILLS:
                 await asyncio.sleep(rng.uniform(3, 7))  # services restart in a few seconds; hit them mid-work
-                if victims[i % 2] == "learner":  # one rank; torchrun restarts the group
-                    rank = (i // 2) % RANKS
-                    await _kill_rank(procs["learner"], rank)
+                name, _, rank = victim.partition(":")
+                if name == "learner":  # one rank; torchrun restarts the group
+                    await _kill_rank(procs["learner"], int(rank))
                     kills.append(f"learner rank {rank}")
                 else:
-                    procs["rollouts"].send_signal(signal.SIGKILL)
-                    procs["rollouts"].wait()
-                    kills.append("rollouts")
-                    procs["rollouts"] = _spawn("rollouts", env, logs)
+                    procs[name].send_signal(signal.SIGKILL)
+                    procs[name].wait()
+                    kills.append(name)
+                    procs[name] = _spawn(name, env, logs)
             refs = await wait_for(bus, subjects.TRAJECTORIES, TrajectoryRef, lambda m: len(m) >= WAVES * GROUPS * SIZE)
+            await idle(bus, OrchestratorService)
             await idle(bus, LearnerService)
     finally:
         learner_alive = procs["learner"].poll() is None
@@ -143,10 +150,21 @@ async def test_sigkills_lose_no_sample_and_train_none_twice(fresh_nats, bus, wor
                                    type=LearnerState)
     versions = await bus.history(subjects.POLICY_VERSION, PolicyVersion)
     assert state.policy.version == max(v.version for v in versions) == len(stats)
-    assert state.held == []
-    # The training state was saved every second update; the updates since are in the replay log.
+    # The orchestrator holds no sample: every group was batched or dropped.
+    kv = await bus.kv(ORCHESTRATOR_BUCKET)
+    try:
+        assert await kv.keys() == []
+    except NoKeysError:
+        pass
+    # The training state was saved every second update; the batches since are in the replay log,
+    # and their packed shares are the only ones still stored.
     assert state.train_version == len(stats) - len(state.replay) and len(state.replay) < 2
-    assert [u.version for u in state.replay] == list(range(state.train_version + 1, len(stats) + 1))
+    assert [b.batch_id for b in state.replay] == list(range(state.train_version + 1, len(stats) + 1))
+    batches = {b.batch_id: b for b in await bus.history(subjects.train_batch("shared"), TrainBatch)}
+    assert sorted(batches) == sorted(stats)  # one batch per version, none published twice
+    assert all(len(b.shares) == RANKS for b in batches.values())
+    stored = {i for i, b in batches.items() if any(bus.blobs.exists(s.key) for s in b.shares)}
+    assert stored == {b.batch_id for b in state.replay}
     saves = sorted(p.name for p in (fresh_nats.home / "learner" / "learner" / "checkpoints/policy").iterdir())
     assert saves == ([f"v{state.train_version:06d}"] if state.train_version else [])
     # Only the newest two published versions are kept.

@@ -23,8 +23,6 @@ from collections import OrderedDict, deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-import msgspec
-
 from aes_lib.learner.advantages import centred, has_signal
 from aes_lib.learner.config import LearnerConfig
 from aes_lib.learner.samples import Sample
@@ -63,18 +61,6 @@ class Batch:
     def mean_reward(self) -> float:
         rewards = [s.reward for g in self.groups for s in g.samples]
         return sum(rewards) / len(rewards)
-
-
-class BatcherState(msgspec.Struct, kw_only=True):
-    """What a restarted learner needs besides the held samples themselves."""
-
-    batches: int = 0
-    born: dict[str, int] = {}
-    seen: list[str] = []
-    """Closed group ids: a late or redelivered member of one is ignored, never trained twice."""
-    dropped: dict[str, int] = {}
-    evicted: int = 0
-    stale: int = 0
 
 
 class Batcher:
@@ -149,22 +135,16 @@ class Batcher:
                 return Batch(role, groups, dropped, evicted, self.pending, stale)
         return None
 
-    def snapshot(self) -> BatcherState:
-        """Counters and closed groups; with the held samples this restores the batcher."""
-        return BatcherState(batches=self._batches, born=dict(self._born), seen=sorted(self._seen_groups),
-                            dropped=dict(self._dropped), evicted=self._evicted, stale=self._stale)
-
     @classmethod
-    def restore(cls, config: LearnerConfig, state: BatcherState, samples: Iterable[Sample]) -> "Batcher":
-        """The batcher as it was: ``samples`` are the held ones, in their arrival order."""
+    def resume(cls, config: LearnerConfig, batches: int, closed: Iterable[str], samples: Iterable[Sample]) -> "Batcher":
+        """A restarted orchestrator's batcher: ``batches`` cut so far, the groups the last one
+        ``closed`` (a redelivered member of one is ignored), and the ``samples`` still held, in
+        their arrival order (their groups' ages count from now: an eviction may come late)."""
         b = cls(config)
-        b._batches = state.batches
-        for s in samples:  # queued groups close again as they did; then the closed ones are known
+        b._batches = batches
+        b._seen_groups |= set(closed)
+        for s in samples:
             b.add(s)
-        b._seen_groups |= set(state.seen)
-        b._born = {g: state.born.get(g, born) for g, born in b._born.items()}
-        b._dropped.update(state.dropped)
-        b._evicted, b._stale = state.evicted, state.stale
         return b
 
     def _evict(self) -> None:
