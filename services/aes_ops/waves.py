@@ -24,8 +24,11 @@ from aes_lib.bus import stream_for
 from aes_ops.rounds import BusFeed
 from aes_lib.flywheel.training import TrainingConfig
 
-LEARNERS = ("learner", "learner-solver", "learner-proposer")
-"""Durable names of the learner consumers (shared, or one per role)."""
+LEARNERS = {"orchestrator": subjects.TRAJECTORIES, "orchestrator-solver": subjects.TRAJECTORIES,
+            "orchestrator-proposer": subjects.TRAJECTORIES, "learner": subjects.train_batch("shared"),
+            "learner-solver": subjects.train_batch("solver"), "learner-proposer": subjects.train_batch("proposer")}
+"""Durable names of the training consumers (shared, or one pair per role), orchestrators first (a
+batch is on the bus before the orchestrator acks what made it), and the subject each consumes."""
 
 
 @dataclasses.dataclass
@@ -74,10 +77,10 @@ class LearnerTally:
 
 
 async def learner_idle(js) -> bool:
-    """Whether every learner consumer has settled every message on the bus."""
-    for name in LEARNERS:
+    """Whether every orchestrator and learner consumer has settled every message on the bus."""
+    for name, subject in LEARNERS.items():
         try:
-            info = await js.consumer_info(stream_for(subjects.TRAJECTORIES), name)
+            info = await js.consumer_info(stream_for(subject), name)
         except NotFoundError:
             continue
         if info.num_pending or info.num_ack_pending:
