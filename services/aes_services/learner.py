@@ -145,7 +145,14 @@ class LearnerService(Service[TrainBatch]):
         except KeyNotFoundError:
             return LearnerState()
         ref = self._state_ref = msgspec.json.decode(entry.value, type=BlobRef)
-        return msgspec.msgpack.decode(await asyncio.to_thread(ctx.blobs.get_bytes, ref), type=LearnerState)
+        data = await asyncio.to_thread(ctx.blobs.get_bytes, ref)
+        try:
+            return msgspec.msgpack.decode(data, type=LearnerState)
+        except msgspec.ValidationError as e:  # e.g. a replay log of trajectory refs, from before the orchestrator
+            raise LearnerConfigError(
+                f"learner state of {self.run_id} ({ref.key}) is not this learner's format ({e}); it logs "
+                f"updates as TrainBatch messages now: start a new run id or delete key {self.run_id!r} of KV "
+                f"bucket {LEARNER_BUCKET}") from None
 
     async def _save_state(self, ctx: Context) -> None:
         data = msgspec.msgpack.encode(self.state)
