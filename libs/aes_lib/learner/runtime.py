@@ -4,8 +4,8 @@ trainer, and the collective operations rank 0 drives through ``distributed.Ranks
 Training state (sharded weights and AdamW moments) is saved and loaded with
 ``torch.distributed.checkpoint``: each rank writes and reads its own shards, in parallel,
 and a save under N ranks loads under M. An update's data comes packed (``packing``): each rank
-reads its own share from the blob store; rank 0 sends only where it is. A published version is the full state dict
-gathered to rank 0 and written as an HF-format folder.
+reads its own share from the blob store; rank 0 sends only where it is. A published version is
+the full state dict gathered to rank 0 and written as an HF-format folder.
 """
 
 from __future__ import annotations
