@@ -35,7 +35,7 @@ from conftest import TASKS
 
 pytestmark = [pytest.mark.docker, pytest.mark.model, pytest.mark.slow, pytest.mark.timeout(1500)]
 
-LOOP = ("training-wave", "rollouts", "learner", "weight-sync")
+LOOP = ("training-wave", "rollouts", "orchestrator", "learner", "weight-sync")
 PROMPT = [{"role": "user", "content": "Name one shell command that lists files."}]
 
 

@@ -64,12 +64,14 @@ def test_training_config_refuses_what_cannot_train(monkeypatch):
 
 def test_the_stack_starts_training_only_with_an_engine_that_follows_weights():
     shared = stack_services("torch", "shared")
-    assert {"learner", "rollouts", "weight-sync", "proposer-samples"} <= set(shared)
-    assert not {"learner-solver", "learner-proposer"} & set(shared)
+    assert {"orchestrator", "learner", "rollouts", "weight-sync", "proposer-samples"} <= set(shared)
+    assert not {"orchestrator-solver", "learner-solver", "orchestrator-proposer", "learner-proposer"} & set(shared)
     separate = stack_services("torch", "separate")
-    assert {"learner-solver", "learner-proposer"} <= set(separate) and "learner" not in separate
+    assert {"orchestrator-solver", "learner-solver", "orchestrator-proposer", "learner-proposer"} <= set(separate)
+    assert not {"orchestrator", "learner"} & set(separate)
     static = stack_services("gguf", "shared")
-    assert "validator" in static and not {"learner", "rollouts", "weight-sync", "training-wave"} & set(static)
+    assert "validator" in static and not {"orchestrator", "learner", "rollouts", "weight-sync",
+                                          "training-wave"} & set(static)
     assert set(shared) | set(separate) == set(SERVICES)
     assert set(stack_services("vllm", "shared")) == set(shared)  # vLLM follows the learner too
     with pytest.raises(ValueError, match="AES_POLICY_MODE"):
