@@ -142,7 +142,7 @@ async def test_with_the_filesystem_transport_the_version_is_one_folder_outside_t
     service = LearnerService(config, run_id="run1")
     async with await Bus.connect(settings) as bus:
         await publish_group(bus, "env-a", 3, [4, 1, 2, 5], [1, 0, 0, 0])
-        async with serving(settings, service):
+        async with serving(settings, OrchestratorService(config), service):
             (pv,) = await until(bus, subjects.POLICY_VERSION, PolicyVersion, 1)
         folder = tmp_path / "shared" / "checkpoints" / "policy" / "v000001"
         assert (pv.version, pv.folder, pv.checkpoint) == (1, str(folder), None)
