@@ -154,12 +154,11 @@ def run_backend(backend: str, dtype_name: str, folder: Path, batch, shape: dict,
     config = LearnerConfig(solver_group_size=shape["group_size"], groups_per_batch=shape["groups"], lr=1e-6,
                            kernel_backend=backend, device=device, micro_batch_tokens=shape["micro"],
                            param_dtype=dtype_name, activation_checkpointing=True)
-    rt = LearnerRuntime()
+    rt = LearnerRuntime(None)  # one process: the batch is stepped directly, no packed shares
     rt.build(config, str(folder))
-    plan = rt.trainer.plan(batch, 1)
     sync(device)
     t0 = time.perf_counter()
-    first = rt.step(plan)  # identical weights for both backends: the statistics compared
+    first = rt.trainer.step(batch)  # identical weights for both backends: the statistics compared
     sync(device)
     first_s = time.perf_counter() - t0
     if device == "cuda":
@@ -169,7 +168,7 @@ def run_backend(backend: str, dtype_name: str, folder: Path, batch, shape: dict,
     times = []
     for _ in range(steps):
         t0 = time.perf_counter()
-        rt.step(plan)
+        rt.trainer.step(batch)
         sync(device)
         times.append(time.perf_counter() - t0)
     out = {"first": first, "first_s": first_s, "secs": statistics.median(times) if times else first_s,

@@ -49,7 +49,7 @@ from aes_services.registry import SERVICES  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "results" / "overlap_bench.md"
 TASK = ROOT / "tests" / "training" / "tasks" / "coin"
-LOOP = ("training-wave", "rollouts", "learner", "weight-sync")
+LOOP = ("training-wave", "rollouts", "orchestrator", "learner", "weight-sync")
 GROUPS, SIZE, MAX_TOKENS = 2, 4, 32
 
 

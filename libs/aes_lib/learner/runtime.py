@@ -29,7 +29,6 @@ from aes_lib.learner.checkpoint import write_hf_folder
 from aes_lib.learner.config import LearnerConfig
 from aes_lib.learner.head import install_head
 from aes_lib.learner.distributed import DTYPES, local_device, rank, shard_model, world_size
-from aes_lib.learner.packing import read_rank_share
 from aes_lib.learner.trainer import DppoTrainer, StepStats
 
 if TYPE_CHECKING:
@@ -45,9 +44,10 @@ class LearnerRuntime:
     model: torch.nn.Module
     trainer: DppoTrainer
 
-    def __init__(self, store: BlobStore) -> None:
+    def __init__(self, store: BlobStore | None) -> None:
         self.store = store
-        """Where every rank reads its own share of an update (``packing``)."""
+        """Where every rank reads its own share of an update (``packing``); None: a runtime that only
+        steps batches in its own process (``trainer.step``, as bench/gpu_learner.py does)."""
 
     def build(self, config: LearnerConfig, model_path: str) -> None:
         """Load the starting weights (fp32 master copy) and shard them when ranks are joined."""
@@ -65,6 +65,10 @@ class LearnerRuntime:
 
     def step(self, shares: Sequence[BlobRef], share_micro: Sequence[int], n_tokens: int) -> StepStats:
         """One update: this rank reads its packed share from the store and trains on it."""
+        from aes_lib.learner.packing import read_rank_share  # msgspec: not needed by an in-process runtime
+
+        if self.store is None:
+            raise RuntimeError("this runtime has no blob store to read packed shares from")
         micro, n_micro = read_rank_share(self.store, shares, share_micro, rank(), world_size())
         return self.trainer.step_micro(micro, n_tokens, n_micro)
 
