@@ -89,15 +89,15 @@ def rank_worker(out: Path, model_dir: str) -> None:
 
     cfg = _config()
     init_ranks(cfg)
-    rt = LearnerRuntime()
+    rt = LearnerRuntime(None)  # each rank steps its share of the plan in process
     rt.build(cfg, model_dir)
     plan = rt.trainer.plan(_batch(False), dist.get_world_size())
-    rt.step(plan)
+    rt.trainer.step_share(plan.shares[dist.get_rank()], plan.n_tokens, plan.n_micro)
     times = []
     for _ in range(STEPS):
         dist.barrier()
         t0 = time.perf_counter()
-        stats = rt.step(plan)
+        stats = rt.trainer.step_share(plan.shares[dist.get_rank()], plan.n_tokens, plan.n_micro)
         times.append(time.perf_counter() - t0)
     params = list(rt.model.parameters())
     moments = [t for s in rt.trainer.optimizer.state.values() for t in s.values() if t.dim() > 0]
