@@ -37,6 +37,11 @@ from flywheel_helpers import running
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 WAVES = 6
+LR = 2.5e-4
+"""Half the first setting (5e-4), which twice collapsed the word policy after ~5 updates: the
+negative advantage on the other word's suffix (` > /app/answer.txt`) taught it to repeat the word,
+its replies ran past 32 tokens unclosed, and every later attempt scored 0 ("echo banana banana
+banana ..." under greedy decoding of the published weights)."""
 
 
 @pytest.mark.vllm
@@ -53,7 +58,7 @@ async def test_mean_training_reward_rises_over_updates(fresh_nats, bus, word_pol
     # the trainer reproduces (first update's divergence ~0).
     waves = TrainingConfig(groups_per_wave=2, group_size=8, waves_per_round=WAVES, max_turns=1, max_tokens=32,
                            temperature=0.5, engine_wait_s=600)
-    learner = LearnerService(LearnerConfig(model_path=str(word_policy), groups_per_batch=1, lr=5e-4))
+    learner = LearnerService(LearnerConfig(model_path=str(word_policy), groups_per_batch=1, lr=LR))
     async with running(settings, WavePlannerService(), TrainingRolloutService(config=waves), OrchestratorService(learner.config), learner,
                        WeightSyncService()):
         tally = await train(bus, waves, round_=1, prefix="learn", served_version=VLLMEngineClient(vllm_server).version)
