@@ -21,10 +21,11 @@ from aes_lib.learner import (
     Sample,
     TokenizedTurn,
     policy_tensors,
-    publish_policy,
     write_hf_folder,
 )
 from aes_lib.models.engine import GenRequest, TorchEngine
+from aes_lib.weights.store import StoreTransport
+from aes_lib.weights.transport import VersionMeta
 from aes_proto import subjects
 
 from .helpers import BOS, SEP, RecordingContext, tiny_llama
@@ -71,10 +72,11 @@ async def test_dppo_raises_reward_on_digit_successor_task(tmp_path):
                  step, attempt_rewards[-1], stats.loss, stats.masked_tokens, stats.tokens,
                  stats.mask_fraction, stats.mean_divergence, batch.dropped)
         if (step + 1) % SYNC_EVERY == 0:
-            folder = write_hf_folder(learner_model.state_dict(), learner_model.config, tmp_path / f"v{step + 1}",
-                                     dtype=torch.float32)
-            msg = await publish_policy(ctx, folder, version=step + 1, step=step + 1,
-                                       prefix=config.checkpoint_prefix, base_model="tiny-llama", run_id="test")
+            async def write(folder):
+                write_hf_folder(learner_model.state_dict(), learner_model.config, folder, dtype=torch.float32)
+
+            msg = await StoreTransport().publish(ctx, write, VersionMeta(
+                version=step + 1, prefix=config.checkpoint_prefix, base_model="tiny-llama", run_id="test"))
             assert rollout.load_state_dict(policy_tensors(store, msg.checkpoint), msg.version)
 
     first, last = attempt_rewards[:5], attempt_rewards[-5:]

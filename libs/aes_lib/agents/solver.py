@@ -97,7 +97,6 @@ class SolverAgent:
             output=traj.stop_reason if not traj.error else f"{traj.stop_reason}: {traj.error}",
         )
 
-
     async def _serve(self, argv: list[str], cwd: str) -> ToolResult:
         """A tool's executable called inside a command: the same handler as a whole-reply call."""
         assert self.tools is not None

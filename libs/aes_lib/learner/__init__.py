@@ -4,7 +4,7 @@
     if (batch := batcher.next_batch()): stats = trainer.step(batch)
     packed = write_batch(store, prefix, seqs, world, ...)    # orchestrator: per-rank flat arrays
     runtime.step(packed.shares, packed.share_micro, packed.n_tokens)  # trainer: each rank its share
-    await publish_policy(ctx, folder, version=..., ...)     # HF-format folder + PolicyVersion
+    await publish_version(ctx, write, meta)                  # aes_lib.weights: folder + PolicyVersion
     engine.load_state_dict(policy_tensors(store, pv.checkpoint), pv.version)  # rollout side
 
 Several ranks (FSDP2): ``distributed`` (launch, sharding, rank 0 driving the others) and
@@ -51,7 +51,6 @@ _EXPORTS = {
     "write_batch": "packing",
     # policy
     "checkpoint_key": "policy",
-    "publish_policy": "policy",
     # samples
     "Sample": "samples",
     "TokenizedTurn": "samples",

@@ -5,12 +5,14 @@ eval) reads these."""
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from aes_lib.learner.policy import publish_policy
-from aes_lib.weights.transport import VersionMeta, Write
+from aes_lib.checkpoints import publish_folder
+from aes_lib.learner.policy import version_prefix
+from aes_lib.weights.transport import VersionMeta, Write, announce
 from aes_proto.messages import PolicyVersion
 
 if TYPE_CHECKING:
@@ -24,6 +26,5 @@ class StoreTransport:
         with tempfile.TemporaryDirectory(prefix="aes-publish-") as tmp:
             folder = Path(tmp) / "policy"
             await write(folder)
-            return await publish_policy(ctx, folder, version=meta.version, step=meta.version, prefix=meta.prefix,
-                                        base_model=meta.base_model, run_id=meta.run_id, policy=meta.policy,
-                                        solver_updates=meta.solver_updates, trained_role=meta.trained_role)
+            ref = await asyncio.to_thread(publish_folder, ctx.blobs, version_prefix(meta.prefix, meta.version), folder)
+        return await announce(ctx, meta.message(checkpoint=ref))
