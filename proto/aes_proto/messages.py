@@ -287,6 +287,10 @@ class RolloutSummary(Message, frozen=True):
     reward: float
     n_turns: int = 0
     seconds: float = 0.0
+    """Wall time of the attempt: its container's life, model calls and verifier included."""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    """The attempt's model calls, as the endpoint counted them."""
     failure: str = ""
     """Short failure signature: the first failing test, a timeout, an error."""
     trajectory: BlobRef | None = None

@@ -42,7 +42,8 @@ from aes_lib.runners.pool_store import BUCKET, PoolStore
 from aes_lib.flywheel.training import TrainingConfig
 from aes_lib.learner import LearnerConfig
 from aes_lib.models.weights import TRAINABLE, engine_client
-from aes_ops import experiment_report, pools, stack
+from aes_ops import experiment_report, pools, power, stack
+from aes_ops.experiment_cost import Cost, per_unit
 from aes_ops.evaluate import EvalOptions, evaluate
 from aes_ops.evaluation import t_interval
 from aes_ops.rounds import BusFeed, run_rounds
@@ -96,6 +97,7 @@ class RunResult:
     """Waves the flywheel's pool had nothing to sample (its rollouts unspent)."""
     trained_difficulty: list[float] = dataclasses.field(default_factory=list)
     """Mean difficulty of each wave's training groups."""
+    cost: Cost = dataclasses.field(default_factory=Cost)
     wall_s: float = 0.0
 
 
@@ -290,7 +292,7 @@ async def _drive(arm, cfg, settings, training, learner, flywheel, held, held_dir
 
 async def _account(bus, result: RunResult, tally: LearnerTally, difficulties: _Difficulties) -> None:
     """What the bus recorded: groups and their spread, selection runs, pool changes."""
-    from aes_proto.messages import PoolEvent, ValidationResult
+    from aes_proto.messages import CalibrationResult, PoolEvent, ValidationResult
 
     refs = [r for r in await bus.history(subjects.TRAJECTORIES, TrajectoryRef) if r.role == "solver"]
     groups: dict[str, list[float]] = {}
@@ -300,10 +302,13 @@ async def _account(bus, result: RunResult, tally: LearnerTally, difficulties: _D
     result.groups, result.signal_fraction, result.signal_ci95 = n, frac, list(ci)
     result.signal_groups = round(frac * n)
     result.updates = tally.updates
-    for s in await bus.history(subjects.ROLLOUT_SUMMARY, RolloutSummary):
+    summaries = await bus.history(subjects.ROLLOUT_SUMMARY, RolloutSummary)
+    for s in summaries:
         if s.purpose != "training":
             result.selection_rollouts[s.purpose] = result.selection_rollouts.get(s.purpose, 0) + 1
-    result.validations = len(await bus.history(subjects.RESULT_VALIDATION, ValidationResult))
+    validations = await bus.history(subjects.RESULT_VALIDATION, ValidationResult)
+    result.validations = len(validations)
+    result.cost = Cost.of(summaries, validations, await bus.history(subjects.RESULT_CALIBRATION, CalibrationResult))
     events = await bus.history(subjects.POOL_EVENT, PoolEvent)
     result.admitted = sum(e.kind == "admitted" for e in events if e.reason == "calibrated")
     result.retired = sum(e.kind == "retired" for e in events)
@@ -323,13 +328,33 @@ def _wave_no(prefix: str) -> int:
 # -- the experiment ---------------------------------------------------------------------
 
 
+def paired(runs: list[RunResult], arm: str, baseline: str) -> list[dict]:
+    """Per evaluation point: ``arm`` minus ``baseline`` in held-out mean reward, seed by seed (the
+    arms of a seed start alike and draw alike), with the mean difference, its 95% t interval, its
+    sd over seeds and the smallest difference that many seeds detect at that sd (80% power)."""
+    base = {r.seed: r for r in runs if r.arm == baseline}
+    mine = [r for r in runs if r.arm == arm and r.seed in base]
+    rows = []
+    for i, p in enumerate(mine[0].points if mine else []):
+        diffs = [r.points[i].mean_reward - base[r.seed].points[i].mean_reward for r in mine
+                 if i < len(r.points) and i < len(base[r.seed].points)
+                 and None not in (r.points[i].mean_reward, base[r.seed].points[i].mean_reward)]
+        sd = statistics.stdev(diffs) if len(diffs) > 1 else None
+        rows.append({"wave": p.wave, "training_rollouts": p.training_rollouts, "seeds": len(diffs), "difference": statistics.fmean(diffs) if diffs else None,
+                     "ci95": list(ci) if (ci := t_interval(diffs, bounds=(-1.0, 1.0))) else None, "sd": sd,
+                     "detectable": power.detectable(sd, len(diffs)) if sd is not None else None})
+    return rows
+
+
 def summarize(runs: list[RunResult]) -> dict[str, dict]:
     """Per arm: held-out mean reward and pass rate at each evaluation point over seeds (mean, 95%
-    t interval over seeds when there are 2+), signal-carrying groups pooled over seeds."""
+    t interval over seeds when there are 2+), the paired difference from the first arm, signal-carrying
+    groups pooled over seeds and the cost per signal."""
     from aes_lib.flywheel.status import wilson
 
     arms: dict[str, dict] = {}
-    for arm in dict.fromkeys(r.arm for r in runs):
+    order = list(dict.fromkeys(r.arm for r in runs))
+    for arm in order:
         mine = [r for r in runs if r.arm == arm]
         rows = []
         for i, p in enumerate(mine[0].points):
@@ -344,6 +369,8 @@ def summarize(runs: list[RunResult]) -> dict[str, dict]:
                          "pass_ci95": list(ci) if (ci := t_interval(passes)) else None, "seeds": len(at)})
         k, n = sum(r.signal_groups for r in mine), sum(r.groups for r in mine)
         arms[arm] = {"points": rows, "signal_fraction": k / n if n else 0.0, "signal_ci95": list(wilson(k, n)),
+                     "cost": per_unit([r.cost for r in mine], sum(r.admitted for r in mine), k),
+                     "versus": order[0], "paired": paired(runs, arm, order[0]) if arm != order[0] else [],
                      "groups": n, "updates": statistics.fmean(r.updates for r in mine),
                      "selection_rollouts": sum(sum(r.selection_rollouts.values()) for r in mine) / len(mine),
                      "wall_s": statistics.fmean(r.wall_s for r in mine)}

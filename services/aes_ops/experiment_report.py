@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from aes_ops.experiment_cost import MEASURES
 from aes_ops.figures import img, page, png, pyplot
 
 PLOT_TITLE = "Held-out mean reward per arm over training rollouts"
@@ -28,6 +29,14 @@ def interval(ci: Sequence[float] | None) -> str:
 
 def number(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.3f}"
+
+
+def _signed(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:+.3f}"
+
+
+def _count(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.1f}"
 
 
 def setup(report: dict) -> list[str]:
@@ -58,6 +67,11 @@ def sections(report: dict) -> list[Section]:
     signal = [(arm, str(data["groups"]), str(round(data["signal_fraction"] * data["groups"])),
                f"{data['signal_fraction']:.3f}", interval(data["signal_ci95"]), f"{data['updates']:.1f}",
                f"{data['selection_rollouts']:.0f}", f"{data['wall_s']:.0f}") for arm, data in report["arms"].items()]
+    versus = [(arm, data["versus"], str(q["wave"]), str(q["seeds"]), _signed(q["difference"]),
+               interval(q["ci95"]), number(q["sd"]), number(q["detectable"]))
+              for arm, data in report["arms"].items() for q in data["paired"]]
+    cost = [(arm, unit.replace("_", " "), *(number(c[m]) if m != "rollouts" else _count(c[m]) for m in MEASURES))
+            for arm, data in report["arms"].items() for unit, c in data["cost"].items()]
     runs = [(r["arm"], str(r["seed"]), " -> ".join(number(p["mean_reward"]) for p in r["points"]), str(r["updates"]),
              f"{r['signal_groups']}/{r['groups']}", " ".join(f"{d:.1f}" for d in r["trained_difficulty"]) or "-",
              f"{r['admitted']} / {r['retired']}", str(r["empty_waves"]), f"{r['wall_s']:.0f}") for r in report["runs"]]
@@ -67,11 +81,23 @@ def sections(report: dict) -> list[Section]:
                 "of held-out attempts with reward 1.",
                 ("arm", "wave", "training rollouts", "updates (mean)", "held-out mean reward", "95% CI", "pass rate",
                  "95% CI"), heldout),
+        Section("Paired difference in held-out mean reward",
+                "Each arm minus the first arm, seed by seed (both start from one policy and draw the same samples), "
+                "then the mean over seeds with its 95% t interval. Detectable: the smallest true difference that many "
+                "seeds find with 80% power at the observed sd (aes_ops.power); an interval excluding 0 separates the arms.",
+                ("arm", "minus", "wave", "seeds", "difference", "95% CI", "sd over seeds", "detectable (80%)"), versus),
         Section("Groups that carry a learning signal (a reward spread), per arm",
                 "Training groups pooled over seeds; 95% Wilson interval. Selection rollouts: solver runs the flywheel "
                 "spent choosing environments (calibration, pool review), per run, on top of the training budget.",
                 ("arm", "groups", "with signal", "share", "95% CI", "updates per run", "selection rollouts per run",
                  "wall s per run"), signal),
+        Section("Cost per unit of learning signal",
+                "Pooled over seeds. Per admitted task: what choosing environments spent (calibration and pool-review "
+                "attempts, validations, proposer calls) over the tasks the calibrator admitted. Per signal group: "
+                "everything the arm spent (training and selection) over the training groups whose rewards differ. "
+                "Container seconds: wall time of solver attempts and validations; tokens: sampled by the models. "
+                "Held-out evaluation is not counted.",
+                ("arm", "per", "solver rollouts", "container s", "sampled tokens"), cost),
         Section("Per run", "",
                 ("arm", "seed", "held-out reward at each point", "updates", "signal groups",
                  "mean difficulty trained per wave", "admitted / retired", "empty waves", "wall s"), runs),
@@ -80,8 +106,14 @@ def sections(report: dict) -> list[Section]:
 
 def plot(report: dict) -> bytes:
     """Held-out mean reward per arm over training rollouts, with the intervals over seeds, as PNG."""
-    fig, ax = pyplot().subplots(figsize=(6, 4))
+    fig, (ax, dx) = pyplot().subplots(1, 2, figsize=(11, 4))
     for arm, data in report["arms"].items():
+        pts = [q for q in data["paired"] if q["difference"] is not None]
+        if pts:
+            x = [q["training_rollouts"] for q in pts]
+            dx.plot(x, [q["difference"] for q in pts], marker="o", label=f"{arm} - {data['versus']}")
+            dx.fill_between(x, [q["ci95"][0] if q["ci95"] else q["difference"] for q in pts],
+                            [q["ci95"][1] if q["ci95"] else q["difference"] for q in pts], alpha=0.2)
         pts = [p for p in data["points"] if p["mean_reward"] is not None]
         x = [p["training_rollouts"] for p in pts]
         y = [p["mean_reward"] for p in pts]
@@ -90,14 +122,19 @@ def plot(report: dict) -> bytes:
         hi = [p["ci95"][1] if p["ci95"] else p["mean_reward"] for p in pts]
         ax.fill_between(x, lo, hi, alpha=0.2)
     ax.set(xlabel="training rollouts", ylabel="held-out mean reward", ylim=(0, 1),
-           title="static pool vs flywheel (95% interval over seeds)")
+           title="held-out mean reward (95% interval over seeds)")
     ax.legend()
+    dx.axhline(0.0, color="grey", linewidth=0.8)
+    dx.set(xlabel="training rollouts", ylabel="difference in held-out mean reward",
+           title="paired difference per seed (95% interval)")
+    if dx.lines[1:]:
+        dx.legend()
     return png(fig, dpi=100)
 
 
 def markdown(report: dict, machine: str, date: str, command: str) -> str:
     """``bench/results/pools_experiment.md``: setup, then the sections as markdown tables."""
-    lines = ["# Pools experiment: static pool vs flywheel (issue 29, paper Table 3 in miniature)", "",
+    lines = ["# Pools experiment: static pool vs flywheel (paper Table 3 in miniature)", "",
              f"- date: {date}", f"- machine: {machine}", f"- command: `{command}`",
              *(f"- {line}" for line in setup(report))]
     for s in sections(report):

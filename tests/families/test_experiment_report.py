@@ -4,43 +4,70 @@ the markdown summary, on runs made up here (the end-to-end run is tests/training
 from __future__ import annotations
 
 import base64
+import dataclasses
 import re
 from pathlib import Path
 
 import pytest
 
 from aes_ops.experiment import EvalPoint, RunResult, summarize
+from aes_ops.experiment_cost import Cost, Spend
 from aes_ops.experiment_report import markdown, write
 
 
-def _run(arm: str, seed: int, rewards: list[float], signal: int) -> RunResult:
+def _run(arm: str, seed: int, rewards: list[float], signal: int, admitted: int = 0) -> RunResult:
     points = [EvalPoint(wave=2 * i, training_rollouts=16 * i, updates=i, policy_version=i, mean_reward=r,
                         ci95=[max(0.0, r - 0.1), min(1.0, r + 0.1)], pass_rate=r / 2, by_difficulty={"f/d1": r},
                         failed_tasks=0) for i, r in enumerate(rewards)]
     return RunResult(arm=arm, seed=seed, points=points, training_rollouts=32, groups=8, signal_groups=signal,
-                     updates=signal, trained_difficulty=[1.0, 2.0], wall_s=100.0 + seed)
+                     updates=signal, trained_difficulty=[1.0, 2.0], wall_s=100.0 + seed, admitted=admitted,
+                     cost=Cost(training=Spend(32, 64.0, 320), selection=Spend(8 * admitted, 20.0 * admitted, 80 * admitted)))
 
 
 def _report() -> dict:
-    runs = [_run("static", 0, [0.1, 0.2], 2), _run("flywheel", 0, [0.1, 0.4], 5),
-            _run("static", 1, [0.3, 0.2], 3), _run("flywheel", 1, [0.1, 0.6], 6)]
+    runs = [_run("static", 0, [0.1, 0.2], 2), _run("flywheel", 0, [0.1, 0.4], 5, admitted=2),
+            _run("static", 1, [0.3, 0.2], 3), _run("flywheel", 1, [0.3, 0.6], 6, admitted=3)]
     cfg = {"seeds": 2, "arms": "static,flywheel", "waves": 2, "families": "echo-words", "max_difficulty": 4,
            "heldout_per_difficulty": 1, "eval_k": 2, "eval_every": 1, "static_pool_size": 6, "start_per_family": 2,
            "waves_per_round": 2, "policy": "bootstrap"}
     return {"config": cfg, "training": {"groups_per_wave": 4, "group_size": 4, "max_turns": 1, "max_tokens": 32,
                                         "temperature": 1.0},
             "learner": {"lr": 5e-4, "groups_per_batch": 1}, "rollout_budget": 32, "heldout": ["a", "b"],
-            "runs": [r.__dict__ | {"points": [p.__dict__ for p in r.points]} for r in runs],
+            "runs": [dataclasses.asdict(r) for r in runs],
             "arms": summarize(runs), "wall_s": 404.0}
 
 
 def test_summary_is_over_seeds_with_intervals_and_pooled_signal():
     arms = _report()["arms"]
     fly = arms["flywheel"]
-    assert [p["mean_reward"] for p in fly["points"]] == pytest.approx([0.1, 0.5])
+    assert [p["mean_reward"] for p in fly["points"]] == pytest.approx([0.2, 0.5])
     assert fly["points"][1]["ci95"][0] < 0.5 < fly["points"][1]["ci95"][1]  # two seeds: an interval
     assert fly["signal_fraction"] == pytest.approx(11 / 16) and arms["static"]["signal_fraction"] == pytest.approx(5 / 16)
     assert fly["groups"] == 16
+
+
+def test_arms_are_compared_seed_by_seed():
+    """Seed 0: 0.4 - 0.2, seed 1: 0.6 - 0.2 at the last point; the same start at the first."""
+    arms = _report()["arms"]
+    assert arms["static"]["paired"] == [] and arms["flywheel"]["versus"] == "static"
+    first, last = arms["flywheel"]["paired"]
+    assert first["difference"] == pytest.approx(0.0) and first["sd"] == pytest.approx(0.0)
+    assert last["difference"] == pytest.approx(0.3) and last["sd"] == pytest.approx(0.1 * 2 ** 0.5)
+    lo, hi = last["ci95"]  # two seeds: t(1) = 12.7, half-width 12.7 * 0.1414 / sqrt(2)
+    assert lo == pytest.approx(0.3 - 1.2706, abs=1e-3) and hi == 1.0  # clipped to the range of a difference
+    assert last["detectable"] > 1.0  # two seeds cannot resolve a difference of 0.1
+
+
+def test_cost_is_per_admitted_task_and_per_signal_group():
+    """Selection spending over admissions; all spending over the groups with a reward spread."""
+    arms = _report()["arms"]
+    fly, static = arms["flywheel"]["cost"], arms["static"]["cost"]
+    assert fly["per_admitted_task"] == {"rollouts": 8.0, "container_s": 20.0, "tokens": 80.0}
+    assert fly["per_signal_group"] == {"rollouts": pytest.approx((64 + 40) / 11),
+                                       "container_s": pytest.approx((128 + 100) / 11),
+                                       "tokens": pytest.approx((640 + 400) / 11)}
+    assert static["per_admitted_task"] == {"rollouts": None, "container_s": None, "tokens": None}
+    assert static["per_signal_group"]["rollouts"] == pytest.approx(64 / 5)
 
 
 def test_page_carries_the_plot_and_every_table(tmp_path: Path):
@@ -50,13 +77,15 @@ def test_page_carries_the_plot_and_every_table(tmp_path: Path):
     html = page.read_text()
     [embedded] = re.findall(r'src="data:image/png;base64,([^"]+)"', html)
     assert base64.b64decode(embedded) == png.read_bytes()
-    assert html.count("<table>") == 3
+    assert html.count("<table>") == 5
     assert "<td>flywheel</td><td>2</td><td>16</td><td>1.0</td><td>0.500</td>" in html  # the last evaluation point
     assert "<td>flywheel</td><td>16</td><td>11</td><td>0.688</td>" in html  # signal groups pooled over seeds
 
 
 def test_markdown_renders_the_same_sections():
     text = markdown(_report(), "2 cores", "2026-12-01", "aes experiment pools")
-    assert text.count("\n## ") == 3 and "- total wall time: 404 s" in text
+    assert text.count("\n## ") == 5 and "- total wall time: 404 s" in text
+    assert "| flywheel | static | 2 | 2 | +0.300 |" in text
+    assert "| flywheel | per admitted task | 8.0 | 20.000 | 80.000 |" in text
     assert "| flywheel | 2 | 16 | 1.0 | 0.500 |" in text
     assert "| static | 1 | 0.300 -> 0.200 | 3 | 3/8 | 1.0 2.0 | 0 / 0 | 0 | 101 |" in text

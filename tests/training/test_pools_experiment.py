@@ -67,3 +67,14 @@ def test_tiny_experiment_writes_both_arms(tiny_model, tmp_path, monkeypatch, cap
     assert runs["static"]["selection_rollouts"] == {} and runs["static"]["validations"] == 0
     assert runs["flywheel"]["validations"] >= 1
     assert runs["flywheel"]["selection_rollouts"].get("pool_review", 0) >= 4  # the start pool rerun
+    # what each arm spent, from the summaries and results the services published
+    for arm, run in runs.items():
+        spent = run["cost"]
+        assert spent["training"]["rollouts"] == 8 and spent["training"]["container_s"] > 0
+        assert spent["training"]["tokens"] > 0  # the policy sampled every attempt's reply
+        assert spent["selection"]["rollouts"] == sum(run["selection_rollouts"].values())
+        per_group = report["arms"][arm]["cost"]["per_signal_group"]
+        if run["signal_groups"]:
+            total = spent["training"]["rollouts"] + spent["selection"]["rollouts"]
+            assert per_group["rollouts"] == pytest.approx(total / run["signal_groups"])
+    assert runs["flywheel"]["cost"]["selection"]["container_s"] > 0  # validations and calibration

@@ -221,6 +221,8 @@ async def publish_rollout(
             reward=out.reward,
             n_turns=out.n_turns,
             seconds=out.seconds,
+            prompt_tokens=out.prompt_tokens,
+            completion_tokens=out.completion_tokens,
             failure=out.failure,
             trajectory=out.trajectory,
             policy_version=out.policy_version,
