@@ -43,6 +43,7 @@ from aes_lib.flywheel.training import TrainingConfig
 from aes_lib.learner import LearnerConfig
 from aes_lib.models.weights import TRAINABLE, engine_client
 from aes_ops import experiment_report, pools, power, stack
+from aes_ops.experiment_report import PHASES
 from aes_ops.experiment_cost import Cost, per_unit
 from aes_ops.evaluate import EvalOptions, evaluate
 from aes_ops.evaluation import t_interval
@@ -99,6 +100,17 @@ class RunResult:
     """Mean difficulty of each wave's training groups."""
     cost: Cost = dataclasses.field(default_factory=Cost)
     wall_s: float = 0.0
+    phase_s: dict[str, float] = dataclasses.field(default_factory=dict)
+    """Where the wall time went: ``stack`` (up and down), ``evaluation`` (held-out), ``training``
+    (the waves), ``choosing`` (the rest: the flywheel's rounds, seeding, accounting)."""
+
+    @contextlib.contextmanager
+    def timing(self, phase: str) -> Iterator[None]:
+        began = time.monotonic()
+        try:
+            yield
+        finally:
+            self.phase_s[phase] = self.phase_s.get(phase, 0.0) + time.monotonic() - began
 
 
 # -- plumbing -------------------------------------------------------------------------
@@ -186,8 +198,9 @@ async def _heldout_point(settings: Settings, held: list[Instance], folders: list
                          say: Callable[[str], None]) -> None:
     # Seeded by the run's seed: both arms of a seed, and every point of a run, draw the same
     # random numbers, so a difference between them is the policy's, not the sampler's.
-    report = await evaluate(folders, settings, EvalOptions(k=cfg.eval_k, concurrency=4, max_turns=training.max_turns,
-                                                           max_tokens=training.max_tokens, seed=result.seed))
+    with result.timing("evaluation"):
+        report = await evaluate(folders, settings, EvalOptions(k=cfg.eval_k, concurrency=4, max_turns=training.max_turns,
+                                                               max_tokens=training.max_tokens, seed=result.seed))
     level: dict[str, list[float]] = {}
     attempts: list[float] = []
     for inst, task in zip(held, report["tasks"]):
@@ -234,15 +247,18 @@ async def run_arm(arm: str, seed: int, cfg: ExperimentConfig, policy: Path, out:
     result = RunResult(arm=arm, seed=seed)
     began = time.monotonic()
     with _environment(env):
-        settings = await asyncio.to_thread(
-            stack.up, dataclasses.replace(base, home=home, blob_url="", model_url="", engine=engine, route=ROUTE),
-            {}, True)
+        with result.timing("stack"):
+            settings = await asyncio.to_thread(
+                stack.up, dataclasses.replace(base, home=home, blob_url="", model_url="", engine=engine, route=ROUTE),
+                {}, True)
         try:
             await _drive(arm, cfg, settings, training, learner, flywheel, held, held_dirs, start_dirs, result, home,
                          say)
         finally:
-            await asyncio.to_thread(stack.down, home)
+            with result.timing("stack"):
+                await asyncio.to_thread(stack.down, home)
     result.wall_s = time.monotonic() - began
+    result.phase_s["choosing"] = result.wall_s - sum(result.phase_s.values())
     return result
 
 
@@ -263,8 +279,9 @@ async def _drive(arm, cfg, settings, training, learner, flywheel, held, held_dir
                 nonlocal waves_done
                 for _ in range(min(cfg.waves_per_round, cfg.waves - waves_done)):
                     if (await store.index()).active:
-                        await train(bus, training, round_=round_, prefix=f"{arm}s{result.seed}w{waves_done}",
-                                    served_version=engine.version, out=quiet, tally=tally, feed=feed)
+                        with result.timing("training"):
+                            await train(bus, training, round_=round_, prefix=f"{arm}s{result.seed}w{waves_done}",
+                                        served_version=engine.version, out=quiet, tally=tally, feed=feed)
                         result.training_rollouts += training.groups_per_wave * training.group_size
                         line = f"{tally.updates} updates so far"
                     else:  # reviews retired everything and nothing was admitted
@@ -373,7 +390,8 @@ def summarize(runs: list[RunResult]) -> dict[str, dict]:
                      "versus": order[0], "paired": paired(runs, arm, order[0]) if arm != order[0] else [],
                      "groups": n, "updates": statistics.fmean(r.updates for r in mine),
                      "selection_rollouts": sum(sum(r.selection_rollouts.values()) for r in mine) / len(mine),
-                     "wall_s": statistics.fmean(r.wall_s for r in mine)}
+                     "wall_s": statistics.fmean(r.wall_s for r in mine),
+                     "phase_s": {k: statistics.fmean(r.phase_s.get(k, 0.0) for r in mine) for k in PHASES}}
     return arms
 
 

@@ -12,6 +12,9 @@ from pathlib import Path
 from aes_ops.experiment_cost import MEASURES
 from aes_ops.figures import img, page, png, pyplot
 
+PHASES = ("stack", "evaluation", "training", "choosing")
+"""``RunResult.phase_s``'s keys, in the order shown."""
+
 PLOT_TITLE = "Held-out mean reward per arm over training rollouts"
 
 
@@ -72,6 +75,8 @@ def sections(report: dict) -> list[Section]:
               for arm, data in report["arms"].items() for q in data["paired"]]
     cost = [(arm, unit.replace("_", " "), *(number(c[m]) if m != "rollouts" else _count(c[m]) for m in MEASURES))
             for arm, data in report["arms"].items() for unit, c in data["cost"].items()]
+    phases = [(arm, *(f"{data['phase_s'].get(k, 0.0):.0f}" for k in PHASES), f"{data['wall_s']:.0f}")
+              for arm, data in report["arms"].items()]
     runs = [(r["arm"], str(r["seed"]), " -> ".join(number(p["mean_reward"]) for p in r["points"]), str(r["updates"]),
              f"{r['signal_groups']}/{r['groups']}", " ".join(f"{d:.1f}" for d in r["trained_difficulty"]) or "-",
              f"{r['admitted']} / {r['retired']}", str(r["empty_waves"]), f"{r['wall_s']:.0f}") for r in report["runs"]]
@@ -98,6 +103,10 @@ def sections(report: dict) -> list[Section]:
                 "Container seconds: wall time of solver attempts and validations; tokens: sampled by the models. "
                 "Held-out evaluation is not counted.",
                 ("arm", "per", "solver rollouts", "container s", "sampled tokens"), cost),
+        Section("Where the time went", "Mean seconds per run. Training: the waves (rollouts, updates, weight "
+                "loads); choosing: the flywheel's rounds (pool review, proposals, validation, calibration) and the "
+                "run's bookkeeping; evaluation: the held-out points; stack: starting and stopping nats-server and "
+                "the engine.", ("arm", *PHASES, "wall"), phases),
         Section("Per run", "",
                 ("arm", "seed", "held-out reward at each point", "updates", "signal groups",
                  "mean difficulty trained per wave", "admitted / retired", "empty waves", "wall s"), runs),

@@ -21,6 +21,7 @@ def _run(arm: str, seed: int, rewards: list[float], signal: int, admitted: int =
                         failed_tasks=0) for i, r in enumerate(rewards)]
     return RunResult(arm=arm, seed=seed, points=points, training_rollouts=32, groups=8, signal_groups=signal,
                      updates=signal, trained_difficulty=[1.0, 2.0], wall_s=100.0 + seed, admitted=admitted,
+                     phase_s={"stack": 10.0, "evaluation": 30.0, "training": 50.0, "choosing": 10.0 + seed},
                      cost=Cost(training=Spend(32, 64.0, 320), selection=Spend(8 * admitted, 20.0 * admitted, 80 * admitted)))
 
 
@@ -77,15 +78,16 @@ def test_page_carries_the_plot_and_every_table(tmp_path: Path):
     html = page.read_text()
     [embedded] = re.findall(r'src="data:image/png;base64,([^"]+)"', html)
     assert base64.b64decode(embedded) == png.read_bytes()
-    assert html.count("<table>") == 5
+    assert html.count("<table>") == 6
     assert "<td>flywheel</td><td>2</td><td>16</td><td>1.0</td><td>0.500</td>" in html  # the last evaluation point
     assert "<td>flywheel</td><td>16</td><td>11</td><td>0.688</td>" in html  # signal groups pooled over seeds
 
 
 def test_markdown_renders_the_same_sections():
     text = markdown(_report(), "2 cores", "2026-12-01", "aes experiment pools")
-    assert text.count("\n## ") == 5 and "- total wall time: 404 s" in text
+    assert text.count("\n## ") == 6 and "- total wall time: 404 s" in text
     assert "| flywheel | static | 2 | 2 | +0.300 |" in text
     assert "| flywheel | per admitted task | 8.0 | 20.000 | 80.000 |" in text
+    assert "| static | 10 | 30 | 50 | 10 | 100 |" in text  # seconds per run, seeds 0 and 1 averaged
     assert "| flywheel | 2 | 16 | 1.0 | 0.500 |" in text
     assert "| static | 1 | 0.300 -> 0.200 | 3 | 3/8 | 1.0 2.0 | 0 / 0 | 0 | 101 |" in text

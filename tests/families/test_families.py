@@ -23,7 +23,7 @@ def _instance(tmp_path: Path, name: str, difficulty: int, seed: int, sub: str = 
 
 
 def test_the_builtins_are_registered_with_climbable_ranges():
-    assert FAMILIES[:3] == ["echo-words", "reverse-text", "make-files"]
+    assert FAMILIES[:4] == ["echo-words", "reverse-text", "make-files", "pick-first"]
     for name in FAMILIES:
         f = families.get(name)
         assert f.name == name and f.max_difficulty - f.min_difficulty >= 4 and f.summary
@@ -56,19 +56,32 @@ def test_an_instance_is_a_harbor_task_like_the_seeds(tmp_path, name):
     assert easy["metadata"]["difficulty"] == "easy"
 
 
-@pytest.mark.parametrize("name", FAMILIES)
+def _units(f: families.Family, difficulty: int) -> tuple[int, int]:
+    """(test functions, expected values) of an instance's generated tests."""
+    spec = f.instance(Params(difficulty, 3))
+    scope: dict = {}
+    exec(compile(spec.tests, "test_task.py", "exec"), scope)  # the generated tests are valid Python
+    data = next(v for k, v in scope.items() if k.isupper() and isinstance(v, (list, dict, str)) and k != "ANSWER")
+    return sum(k.startswith("test_") for k in scope), len(data)
+
+
+@pytest.mark.parametrize("name", [n for n in FAMILIES if families.get(n).curriculum])
 def test_difficulty_adds_units_of_credit(tmp_path, name):
     """Each step up adds a test case (one unit of the fractional reward) and lengthens the answer."""
     f = families.get(name)
-    counts = []
-    for d in range(f.min_difficulty, f.max_difficulty + 1):
-        spec = f.instance(Params(d, 3))
-        compiled = compile(spec.tests, "test_task.py", "exec")  # the generated tests are valid Python
-        scope: dict = {}
-        exec(compiled, scope)
-        data = next(v for k, v in scope.items() if k.isupper() and isinstance(v, (list, dict, str)) and k != "ANSWER")
-        counts.append(len(data))
+    counts = [_units(f, d)[1] for d in range(f.min_difficulty, f.max_difficulty + 1)]
     assert counts == sorted(set(counts)) and len(counts) == f.max_difficulty - f.min_difficulty + 1
+
+
+def test_the_control_family_asks_the_same_at_every_difficulty():
+    """pick-first: a longer list, the same two checks (the first word; nothing else)."""
+    f = families.get("pick-first")
+    assert not f.curriculum
+    assert {_units(f, d)[0] for d in range(f.min_difficulty, f.max_difficulty + 1)} == {2}
+    assert [_units(f, d)[1] for d in (1, 8)] == [2, 9]  # the list grows
+    hard = f.instance(Params(8, 4))
+    first = re.search(r"WORDS = \['([a-z]+)'", hard.tests).group(1)
+    assert f"1. `{first}`" in hard.instruction and hard.solution.endswith(f"{first} > /app/answer.txt")
 
 
 def test_instructions_state_what_the_tests_check(tmp_path):

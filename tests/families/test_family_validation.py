@@ -14,12 +14,13 @@ from aes_lib import families
 from aes_lib.bundle import Task
 from aes_lib.domains.validation import validate_in_domain
 from aes_lib.families import Params
+from aes_lib.families.builtin import BUILTIN
 from aes_lib.sandbox.trial import run_trial
 from scripted import ShellAgent
 
 pytestmark = pytest.mark.docker
 
-CASES = [(name, level) for name in families.names()[:3] for level in ("min", "max")]
+CASES = [(f.name, level) for f in BUILTIN for level in ("min", "max")]
 
 
 @pytest.mark.parametrize(("name", "level"), CASES)

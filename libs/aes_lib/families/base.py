@@ -53,6 +53,9 @@ class Family(ABC):
     summary: ClassVar[str]
     min_difficulty: ClassVar[int] = 1
     max_difficulty: ClassVar[int]
+    curriculum: ClassVar[bool] = True
+    """Each step up adds a unit of credit built on the step below (what an adaptive pool can climb);
+    False for a control whose difficulty changes the text, not the skill."""
 
     def check(self, params: Params) -> Params:
         """``params`` if this family accepts them; ``FamilyParamsError`` saying why not."""

@@ -65,6 +65,34 @@ def test_nothing_else():
         )
 
 
+class PickFirst(Family):
+    name = "pick-first"
+    summary = ("write the first of a list of difficulty + 1 words: the skill is the same at every "
+               "length, the control for a curriculum")
+    max_difficulty = 8
+    curriculum = False
+
+    def spec(self, difficulty: int, rng: random.Random) -> TaskSpec:
+        words = rng.sample(VOCABULARY, difficulty + 1)
+        listing = "\n".join(f"{i}. `{w}`" for i, w in enumerate(words, 1))
+        return TaskSpec(
+            instruction=f"Create the file `{ANSWER}` containing only the first of the following words, on one "
+                        f"line and nothing else:\n\n{listing}\n",
+            description=f"Write the first of {len(words)} given words to a file.",
+            solution=f"printf '%s\\n' {words[0]} > {ANSWER}",
+            tests=_tests("The first word alone.", {"WORDS": words}, _ANSWER_LINES + '''
+
+def test_first_word():
+    got = lines()
+    assert got and got[0] == WORDS[0]
+
+
+def test_nothing_else():
+    assert len(lines()) == 1
+'''),
+        )
+
+
 class ReverseText(Family):
     name = "reverse-text"
     summary = "write a random string reversed (difficulty = length - 2)"
@@ -124,4 +152,4 @@ def test_no_other_files():
         )
 
 
-BUILTIN: tuple[Family, ...] = (EchoWords(), ReverseText(), MakeFiles())
+BUILTIN: tuple[Family, ...] = (EchoWords(), ReverseText(), MakeFiles(), PickFirst())
