@@ -30,16 +30,16 @@ BOOTSTRAP_SEEDS = 1 << 36
 class PolicySpec:
     """The toy model and its supervised start."""
 
-    hidden_size: int = 64
+    hidden_size: int = 128
     layers: int = 2
     heads: int = 4
-    examples: int = 8
+    examples: int = 256
     """Distinct bootstrap instances (spread over the families)."""
-    levels: int = 1
+    levels: int = 2
     """Difficulty levels from each family's easiest that the bootstrap shows."""
-    steps: int = 80
+    steps: int = 300
     lr: float = 3e-3
-    batch: int = 4
+    batch: int = 8
     seed: int = 0
 
 

@@ -407,9 +407,11 @@ def prepare_policy(cfg: ExperimentConfig, out: Path, say: Callable[[str], None])
 
     dest = out / "policy"
     if not (dest / "config.json").is_file():
-        say(f"bootstrapping the policy ({cfg.bootstrap_steps} supervised steps on the easiest instances)")
+        say(f"bootstrapping the policy ({cfg.bootstrap_steps} supervised steps on {cfg.bootstrap_examples} instances "
+            f"of the {cfg.bootstrap_levels} easiest difficulties)")
         bootstrap(bundled_base_model(Settings.from_env().home), dest, cfg.family_names(),
-                  PolicySpec(steps=cfg.bootstrap_steps))
+                  PolicySpec(hidden_size=cfg.bootstrap_width, examples=cfg.bootstrap_examples,
+                             levels=cfg.bootstrap_levels, steps=cfg.bootstrap_steps))
     return dest
 
 

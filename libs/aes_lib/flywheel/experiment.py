@@ -52,8 +52,16 @@ class ExperimentConfig:
     policy: str = "bootstrap"
     """The starting policy: ``bootstrap`` (a tiny model taught the families' easiest instances,
     ``aes_ops.bootstrap_policy``) or a transformers model folder."""
-    bootstrap_steps: int = 80
+    bootstrap_steps: int = 300
     """Supervised steps of the bootstrap policy."""
+    bootstrap_width: int = 128
+    """Hidden size of the bootstrap policy (2 layers): at 64 it memorizes its examples' words
+    instead of learning to copy them from the instruction."""
+    bootstrap_examples: int = 256
+    """Distinct instances the bootstrap is taught."""
+    bootstrap_levels: int = 2
+    """Difficulties the bootstrap sees, from each family's easiest: above them the policy
+    starts near 0, so there is a step to climb."""
     round_timeout_s: float = 1800.0
     """How long a flywheel round may take before the run moves on (reported)."""
 
@@ -70,6 +78,9 @@ class ExperimentConfig:
                                         "eval_k, static_pool_size and start_per_family must be >= 1")
         if self.max_difficulty < 0 or self.bootstrap_steps < 0:
             raise ExperimentConfigError("max_difficulty and bootstrap_steps must be >= 0")
+        if min(self.bootstrap_width, self.bootstrap_examples, self.bootstrap_levels) < 1 or self.bootstrap_width % 4:
+            raise ExperimentConfigError("bootstrap_examples and bootstrap_levels must be >= 1, bootstrap_width a "
+                                        "positive multiple of 4 (its attention heads)")
 
     @classmethod
     def from_env(cls, **overrides: object) -> "ExperimentConfig":
