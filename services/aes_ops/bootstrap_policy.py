@@ -33,11 +33,11 @@ class PolicySpec:
     hidden_size: int = 128
     layers: int = 2
     heads: int = 4
-    examples: int = 256
+    examples: int = 512
     """Distinct bootstrap instances (spread over the families)."""
     levels: int = 2
     """Difficulty levels from each family's easiest that the bootstrap shows."""
-    steps: int = 300
+    steps: int = 600
     lr: float = 3e-3
     batch: int = 8
     seed: int = 0

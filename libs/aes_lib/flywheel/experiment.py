@@ -52,12 +52,12 @@ class ExperimentConfig:
     policy: str = "bootstrap"
     """The starting policy: ``bootstrap`` (a tiny model taught the families' easiest instances,
     ``aes_ops.bootstrap_policy``) or a transformers model folder."""
-    bootstrap_steps: int = 300
+    bootstrap_steps: int = 600
     """Supervised steps of the bootstrap policy."""
     bootstrap_width: int = 128
     """Hidden size of the bootstrap policy (2 layers): at 64 it memorizes its examples' words
     instead of learning to copy them from the instruction."""
-    bootstrap_examples: int = 256
+    bootstrap_examples: int = 512
     """Distinct instances the bootstrap is taught."""
     bootstrap_levels: int = 2
     """Difficulties the bootstrap sees, from each family's easiest: above them the policy
