@@ -88,7 +88,7 @@ class ProposalRef(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fiel
 
 Direction = Literal["new", "easier", "harder", "revise"]
 Role = Literal["solver", "proposer"]
-ProposerMode = Literal["prompt", "feedback", "agent", "procedural"]
+ProposerMode = Literal["prompt", "feedback", "agent", "procedural", "parametric"]
 """How a proposer builds an environment: the modes a planner may assign, each a generator of
 ``aes_lib.agents.proposer.boundary``."""
 GenerationMode = Literal[ProposerMode, "seed"]
@@ -111,7 +111,8 @@ class Lineage(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=T
     """The environment's domain (``aes_lib.domains``); empty: terminal."""
     mode: GenerationMode = "agent"
     """How the proposer builds the environment: ``agent``, ``prompt``, ``feedback``, ``procedural`` (a task
-    family's instance, no model) (``seed``: a seed task)."""
+    family's instance, no model), ``parametric`` (a family's instance whose difficulty a model chose)
+    (``seed``: a seed task)."""
     proposer_model: str = ""
     """Set by the proposer."""
     cost_usd: float = 0.0

@@ -11,6 +11,12 @@ harder instances (more words, more files) it has never seen. Why not a real mode
 scores 0 on every task here (no group has a reward spread) and one update takes ~20 s on these
 cores, so nothing could be measured in an hour; pointing the experiment's ``model`` at a real
 model folder skips this bootstrap.
+
+It is also taught the ``parametric`` proposer's prompt (``proposer_contexts``): contexts drawn at
+random, each answered ``difficulty: N`` once for every N in the family's range, so it starts with
+the answer's format and no preference among difficulties (which one earns r_P is for RL to find).
+These examples come in batches of their own next to the solver's, which are drawn as before; every
+arm starts from this one policy, so the arms stay paired.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import random
 from pathlib import Path
 
 from aes_lib import families
+from aes_lib.agents.proposer import parametric
 from aes_lib.families import Params
 
 BOOTSTRAP_SEEDS = 1 << 36
@@ -37,9 +44,12 @@ class PolicySpec:
     """Distinct bootstrap instances (spread over the families)."""
     levels: int = 2
     """Difficulty levels from each family's easiest that the bootstrap shows."""
+    proposer_contexts: int = 16
+    """Parametric proposer prompts, each taught with every answer in its range (0: a solver-only policy)."""
     steps: int = 600
     lr: float = 3e-3
     batch: int = 8
+    """Solver examples per step (and as many proposer examples)."""
     seed: int = 0
 
 
@@ -65,11 +75,28 @@ def examples(names: list[str], spec: PolicySpec) -> list[tuple[str, str]]:
     return out
 
 
+def proposer_examples(names: list[str], spec: PolicySpec) -> list[tuple[list[dict[str, str]], str]]:
+    """(messages, reply) pairs of the parametric proposer: a random parent difficulty and pass rate
+    and the planner's direction for it, answered with each difficulty of the range (a uniform target)."""
+    rng = random.Random(f"bootstrap-proposer/{spec.seed}")
+    fams = [families.get(n) for n in names]
+    out = []
+    for i in range(spec.proposer_contexts):
+        f = fams[i % len(fams)]
+        pass_rate = None if rng.random() < 0.25 else round(rng.random(), 2)
+        direction = "new" if pass_rate is None else "easier" if pass_rate < 0.5 else "harder"
+        msgs = parametric.messages(f, rng.randint(f.min_difficulty, f.max_difficulty), direction, pass_rate)
+        out += [(msgs, parametric.answer(d)) for d in range(f.min_difficulty, f.max_difficulty + 1)]
+    return out
+
+
 def bootstrap(base: Path, dest: Path, names: list[str], spec: PolicySpec = PolicySpec()) -> Path:
     """Write the bootstrapped policy (a transformers folder) to ``dest``; ``base`` gives the
     architecture and tokenizer (SmolLM2's)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    from aes_lib.models.engine import chat_prompt_ids
 
     tok = AutoTokenizer.from_pretrained(base)
     cfg = AutoConfig.from_pretrained(base)
@@ -78,10 +105,13 @@ def bootstrap(base: Path, dest: Path, names: list[str], spec: PolicySpec = Polic
                 "num_key_value_heads": max(1, spec.heads // 2), "head_dim": spec.hidden_size // spec.heads})
     torch.manual_seed(spec.seed)
     model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
-    seqs = []
-    for instruction, reply in examples(names, spec):
-        p = solver_prompt_ids(tok, instruction)
-        seqs.append((p, tok.encode(reply, add_special_tokens=False) + [tok.eos_token_id]))
+
+    def reply_ids(reply: str) -> list[int]:
+        return tok.encode(reply, add_special_tokens=False) + [tok.eos_token_id]
+
+    seqs = [(solver_prompt_ids(tok, instruction), reply_ids(reply)) for instruction, reply in examples(names, spec)]
+    solver = len(seqs)
+    seqs += [(chat_prompt_ids(tok, msgs), reply_ids(reply)) for msgs, reply in proposer_examples(names, spec)]
     width = max(len(p) + len(r) for p, r in seqs)
     ids = torch.full((len(seqs), width), tok.eos_token_id)
     labels = torch.full((len(seqs), width), -100)
@@ -90,9 +120,12 @@ def bootstrap(base: Path, dest: Path, names: list[str], spec: PolicySpec = Polic
         labels[i, len(p): len(p) + len(r)] = torch.tensor(r)
     opt = torch.optim.AdamW(model.parameters(), lr=spec.lr)
     gen = torch.Generator().manual_seed(spec.seed)
+    proposer_gen = torch.Generator().manual_seed(spec.seed + 1)  # leaves the solver's draws as they were
     model.train()
     for _ in range(spec.steps):
-        rows = torch.randperm(len(seqs), generator=gen)[: spec.batch]
+        rows = torch.randperm(solver, generator=gen)[: spec.batch]
+        if len(seqs) > solver:
+            rows = torch.cat([rows, solver + torch.randperm(len(seqs) - solver, generator=proposer_gen)[: spec.batch]])
         # Logits at the reply's positions only: the full vocabulary at every prompt token
         # would cost ~50x more. Position t predicts token t + 1.
         mask = labels[rows, 1:] != -100

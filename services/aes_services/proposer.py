@@ -3,7 +3,8 @@
 ``Assignment.lineage.mode`` picks the generator (``aes_lib.agents.proposer.boundary``):
 ``agent`` (the harness: a terminal agent in its own container with
 build/check/solver/submit tools), ``prompt`` or ``feedback`` (the baselines), ``procedural``
-(a task family's next instance, no model call and no proposer sample). A
+(a task family's next instance, no model call and no proposer sample) or ``parametric`` (the
+same, its difficulty chosen by the proposer's model: a sample like the baselines'). A
 candidate goes to the first admission stage with the configured route (its domain's gate
 first, for a domain that has one); an
 episode that submits nothing publishes a
@@ -94,6 +95,7 @@ class ProposerService(Service[Assignment]):
         p = await generate(msg, self.resources)
         traj = p.trajectory
         # No policy wrote a procedural instance: no model to name, no proposer episode to train on.
+        # Every other mode (parametric included) is a model's sample.
         by_model = msg.lineage.mode != procedural.MODE
         episode = proposal(msg, p.trajectory_ref, traj) if by_model else None
         facts = {"assignment_id": msg.lineage.assignment_id, "revision": msg.lineage.revision, "mode": msg.lineage.mode,

@@ -17,7 +17,8 @@ from aes_lib.agents.proposer.config import ProposerConfig
 
 
 def test_modes_are_the_registry_and_the_flywheel_accepts_exactly_them():
-    assert MODES == tuple(GENERATORS) == get_args(ProposerMode) == ("prompt", "feedback", "agent", "procedural")
+    assert MODES == tuple(GENERATORS) == get_args(ProposerMode) == ("prompt", "feedback", "agent", "procedural",
+                                                                 "parametric")
     for mode in MODES:
         assert FlywheelConfig(generation_mode=mode).generation_mode == mode
     with pytest.raises(FlywheelConfigError):

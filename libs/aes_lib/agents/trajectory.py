@@ -16,6 +16,17 @@ def turn_from_chat(index: int, chat) -> Turn:
                 model_seconds=chat.seconds, temperature=chat.temperature, policy_version=chat.policy_version)
 
 
+def record_chat(traj: Trajectory, chat) -> Turn:
+    """One model call of a proposer episode without tools (the baselines, ``parametric``) into
+    ``traj``: its turn, tokens, cost and reply; returns the turn."""
+    traj.turns.append(turn := turn_from_chat(len(traj.turns), chat))
+    traj.prompt_tokens += chat.prompt_tokens
+    traj.completion_tokens += chat.completion_tokens
+    traj.cost_usd += chat.cost_usd
+    traj.messages.append({"role": "assistant", "content": chat.text})
+    return turn
+
+
 def store_trajectory(store, traj: Trajectory) -> BlobRef:
     """JSON under ``trajectories/<role>/<rollout_id>/<sha256[:16]>.json`` (``trajectory_key``)."""
     data = encode_trajectory(traj)

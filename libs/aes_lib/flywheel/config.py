@@ -52,8 +52,9 @@ class FlywheelConfig:
     commands or native ``tools`` calls (OpenAI ``tools``; on vLLM it needs a tool-call parser,
     e.g. ``AES_VLLM_ARGS="--enable-auto-tool-choice --tool-call-parser hermes"``)."""
     generation_mode: str = "agent"
-    """How proposers build environments: ``agent``, ``prompt``, ``feedback`` or ``procedural`` (task families'
-    instances, no model; the pool must hold family instances, e.g. from ``aes_lib.families``)."""
+    """How proposers build environments: ``agent``, ``prompt``, ``feedback``, ``procedural`` (task families'
+    instances, no model; the pool must hold family instances, e.g. from ``aes_lib.families``) or
+    ``parametric`` (the same, the proposer's model choosing the difficulty)."""
 
     @classmethod
     def from_env(cls, **overrides: object) -> "FlywheelConfig":

@@ -18,7 +18,7 @@ from pathlib import Path
 from aes_lib.agents.proposer.files import FileFormatError, UnsafeFilePathError, format_files, parse_files, write_files
 from aes_lib.agents.proposer.proposal import Proposal
 from aes_lib.agents.proposer.workspace import INSTRUCTIONS, TEMPLATE, assignment_text, install_verifier
-from aes_lib.agents.trajectory import store_trajectory, turn_from_chat
+from aes_lib.agents.trajectory import record_chat, store_trajectory
 from aes_lib.bundle import BundleError, pack, unpack
 from aes_lib.models import ChatClient, ModelError
 from aes_lib.domains.validation import validate_in_domain
@@ -100,11 +100,7 @@ async def _attempt(client: ChatClient, traj: Trajectory, limits: BaselineLimits,
     except ModelError as e:
         traj.error = str(e)
         return None, "model_error"
-    traj.turns.append(turn_from_chat(len(traj.turns), chat))
-    traj.prompt_tokens += chat.prompt_tokens
-    traj.completion_tokens += chat.completion_tokens
-    traj.cost_usd += chat.cost_usd
-    traj.messages.append({"role": "assistant", "content": chat.text})
+    record_chat(traj, chat)
     try:
         files = parse_files(chat.text)
     except (FileFormatError, UnsafeFilePathError) as e:

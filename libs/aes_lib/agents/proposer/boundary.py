@@ -1,8 +1,9 @@
 """The proposer's one boundary: ``generate(assignment, resources) -> Proposal``.
 
 ``GENERATORS`` registers the generation modes by name: ``prompt`` and ``feedback``
-(the baselines, ``baselines.py``), ``agent`` (the harness, ``harness.py``) and
-``procedural`` (a task family's next instance, no model: ``procedural.py``). Every
+(the baselines, ``baselines.py``), ``agent`` (the harness, ``harness.py``),
+``procedural`` (a task family's next instance, no model: ``procedural.py``) and
+``parametric`` (the same, its difficulty chosen by one model call: ``parametric.py``). Every
 list of modes (flywheel config, ``aes generate``, the mode comparison) is ``MODES``.
 """
 
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from aes_lib.agents.proposer import baselines, procedural
+from aes_lib.agents.proposer import baselines, parametric, procedural
 from aes_lib.agents.proposer.baselines import BaselineLimits
 from aes_lib.agents.proposer.harness import EpisodeBudget, run_episode
 from aes_lib.agents.proposer.proposal import Proposal
@@ -47,7 +48,7 @@ class Resources:
     budget: EpisodeBudget = EpisodeBudget()
     """``agent``: turns, time and container of the episode."""
     baseline: BaselineLimits = BaselineLimits()
-    """``prompt`` / ``feedback``: tokens and revisions."""
+    """``prompt`` / ``feedback``: tokens and revisions; ``parametric``: the temperature."""
     rollouts: Rollouts | None = None
     """``agent``: the parent's solver attempts shown in the workspace (none when None)."""
     others: tuple[PastEnvironment, ...] = ()
@@ -82,8 +83,13 @@ async def _procedural(a: Assignment, r: Resources) -> Proposal:
     return await procedural.generate(a, r.store)
 
 
+async def _parametric(a: Assignment, r: Resources) -> Proposal:
+    return await parametric.generate(a, r.client, r.store, limits=r.baseline)
+
+
 GENERATORS: dict[ProposerMode, Generator] = {"prompt": _baseline("prompt"), "feedback": _baseline("feedback"),
-                                             "agent": _agent, procedural.MODE: _procedural}
+                                             "agent": _agent, procedural.MODE: _procedural,
+                                             parametric.MODE: _parametric}
 """The generation modes (``aes_proto.messages.ProposerMode``) by name, in comparison order (the
 Prompt baseline first)."""
 

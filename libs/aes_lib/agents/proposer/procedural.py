@@ -33,8 +33,9 @@ def child_seed(a: Assignment) -> int:
     return int.from_bytes(hashlib.sha256(a.idempotency_key.encode()).digest()[:6], "big")
 
 
-def _base(a: Assignment, store, tmp: Path) -> families.Instance:
-    """The instance the assignment starts from (``FamilyError`` when there is none to read)."""
+def base_instance(a: Assignment, store, tmp: Path) -> families.Instance:
+    """The instance the assignment starts from (``FamilyError`` when there is none to read);
+    ``parametric`` starts from it too."""
     ref = a.previous_bundle or a.parent_bundle
     if ref is None:
         name = a.lineage.category or families.names()[0]
@@ -47,13 +48,18 @@ def _base(a: Assignment, store, tmp: Path) -> families.Instance:
     return families.instance_of(task.config.metadata)
 
 
+def write_child(family: families.Family, params: families.Params, tmp: Path) -> PackedBundle:
+    """The instance ``params`` of ``family``, packed (written under ``tmp``)."""
+    return pack(families.write_instance(family, params, tmp / "task"))
+
+
 def _write(a: Assignment, store, tmp: Path, traj: Trajectory) -> PackedBundle:
-    base = _base(a, store, tmp)
+    base = base_instance(a, store, tmp)
     family = families.get(base.family)
     params = families.moved(family, base.params, a.direction, child_seed(a))
     traj.instruction = (f"{family.name}: difficulty {base.params.difficulty} -> {params.difficulty} "
                         f"({a.direction}), seed {params.seed}")
-    return pack(families.write_instance(family, params, tmp / "task"))
+    return write_child(family, params, tmp)
 
 
 async def generate(a: Assignment, store) -> Proposal:

@@ -22,7 +22,8 @@ class Proposal:
     """The task, or None when nothing came out."""
     failure: str = ""
     """Why ``packed`` is None: ``no_submission`` | ``format_error`` | ``model_error`` |
-    ``invalid_bundle``; empty when it is not."""
+    ``invalid_bundle`` | ``not_procedural`` | ``no_difficulty`` | ``difficulty_out_of_range``; empty
+    when it is not."""
     report: ValidationReport | None = None
     """The last validation of ``packed``'s files, when the mode ran one (``feedback``)."""
 
