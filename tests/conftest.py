@@ -12,6 +12,10 @@
   the learner trains and the torch engine serves).
 - ``tiny_model``: SmolLM2's architecture and tokenizer at toy size with random weights.
   Both are built once per run for all pytest-xdist workers (``built_once``).
+- ``experiment_policy``: the pools experiment's bootstrap (``aes_ops.bootstrap_policy``) for
+  echo-words at a smaller size (width 64, 8 solver examples, 80 steps: a minute or two, not five):
+  a tiny model that answers in the solver's format and the ``parametric`` proposer's (19 of 20
+  proposer answers parsed at temperature 0.7, 13 of 20 at 1.0; built once per run).
 - ``vllm_server``: a real vLLM server (the CPU build in ``.venv-vllm``) on ``vllm_tiny_model``,
   started by ``aes_lib.models.vllm_serve`` as the stack starts it; one for the whole session,
   shared by the tests marked ``vllm`` (``tests/vllm_support.py`` puts its weights back);
@@ -92,6 +96,15 @@ def smollm2_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from aes_lib.learner.base_model import bundled_base_model
 
     return built_once(tmp_path_factory, "smollm2", bundled_base_model)
+
+
+@pytest.fixture(scope="session")
+def experiment_policy(smollm2_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from aes_ops.bootstrap_policy import PolicySpec, bootstrap
+
+    spec = PolicySpec(hidden_size=64, examples=8, levels=1, steps=80)
+    return built_once(tmp_path_factory, "experiment-policy",
+                      lambda folder: bootstrap(smollm2_folder, folder / "policy", ["echo-words"], spec))
 
 
 def _tiny(smollm2_folder: Path, tmp_path_factory: pytest.TempPathFactory, name: str, **dims: int) -> Path:

@@ -6,7 +6,12 @@ Every run (one arm, one seed) gets a stack of its own under ``<out>/runs/<arm>-s
 real services in this process, each on its own connection: the wave planner, training rollouts
 in Docker, the learner and the weight sync; the flywheel arm adds the planner and its rollout
 statistics, the procedural proposer, the validator, the calibrator, the pool and the pool review
-(reruns, retirement out of the band). Both arms get the same training rollouts (``waves`` x
+(reruns, retirement out of the band). The ``both`` arm is the flywheel with the policy being
+trained as its proposer (the paper's one model in both roles): the ``parametric`` mode asks the
+served policy for each instance's difficulty, the proposer-samples service turns every scored
+proposal into a ``role="proposer"`` sample with its reward r_P, and the shared orchestrator trains
+the one model on both roles' groups (``AES_PROPOSALS_PER_ASSIGNMENT`` >= 2 proposals form one).
+Every arm gets the same training rollouts (``waves`` x
 ``groups_per_wave`` x ``group_size``); what the flywheel spends on choosing (calibration,
 review and validation runs) is counted apart, its solver runs held to the training rollouts' turn
 and token limits. Before the first wave and every ``eval_every`` waves the served policy is
@@ -16,7 +21,8 @@ no pool meets, with sampling seeded by the run's seed (the arms of a seed are pa
 Measured per run: held-out mean reward and full-pass rate after each evaluation point (with the
 95% t interval over the held-out tasks), the learner's updates, the share of training groups with
 a reward spread (the learner's ``has_signal``: the groups that teach at all) with its Wilson
-interval, the difficulties trained on, wall time. ``summarize`` adds per arm the mean over seeds
+interval, the difficulties trained on, wall time; where the policy proposes, the mean r_P of each
+round and the proposer samples and updates (``updates`` counts both roles'). ``summarize`` adds per arm the mean over seeds
 and its 95% t interval.
 """
 
@@ -55,6 +61,8 @@ from aes_proto.messages import RolloutSummary, TrajectoryRef
 
 ROUTE = "validate,calibrate"
 """The flywheel arm's admission route: no held-out benchmark to screen for, no model reviewer."""
+GENERATION = {"static": "procedural", "flywheel": "procedural", "both": "parametric"}
+"""Each arm's proposer mode (the static arm runs no proposer)."""
 
 
 class ExperimentError(ValueError):
@@ -99,6 +107,13 @@ class RunResult:
     trained_difficulty: list[float] = dataclasses.field(default_factory=list)
     """Mean difficulty of each wave's training groups."""
     cost: Cost = dataclasses.field(default_factory=Cost)
+    proposer_reward: list[float] = dataclasses.field(default_factory=list)
+    """Mean r_P of each round's scored proposals written by the policy (the ``both`` arm; empty
+    where no model proposes)."""
+    proposer_samples: int = 0
+    """Proposer episodes that went to the learner as samples."""
+    proposer_updates: int = 0
+    """Learner updates on proposer groups."""
     wall_s: float = 0.0
     phase_s: dict[str, float] = dataclasses.field(default_factory=dict)
     """Where the wall time went: ``stack`` (up and down), ``evaluation`` (held-out), ``training``
@@ -154,6 +169,7 @@ def _services(arm: str, training: TrainingConfig, learner: LearnerConfig) -> lis
     from aes_services.planner import PlannerService, RolloutStatsService
     from aes_services.pool import PoolReviewService, PoolService
     from aes_services.proposer import ProposerService
+    from aes_services.proposer_samples import ProposerSampleService
     from aes_services.serving import WeightSyncService
     from aes_services.training import TrainingRolloutService, WavePlannerService
     from aes_services.validator import ValidatorService
@@ -162,8 +178,10 @@ def _services(arm: str, training: TrainingConfig, learner: LearnerConfig) -> lis
               LearnerService(learner), WeightSyncService()]
     if arm == "static":
         return common
-    return common + [RolloutStatsService(), PlannerService(), ProposerService(), ValidatorService(),
-                     CalibratorService(), PoolService(), PoolReviewService()]
+    flywheel = common + [RolloutStatsService(), PlannerService(), ProposerService(), ValidatorService(),
+                         CalibratorService(), PoolService(), PoolReviewService()]
+    # The policy's proposals become its samples: the (shared) orchestrator takes both roles.
+    return flywheel + [ProposerSampleService()] if arm == "both" else flywheel
 
 
 # -- one run --------------------------------------------------------------------------
@@ -226,7 +244,7 @@ async def run_arm(arm: str, seed: int, cfg: ExperimentConfig, policy: Path, out:
     names = cfg.family_names()
     training = TrainingConfig.from_env(waves_per_round=1)
     learner = LearnerConfig.from_env(model_path=str(policy))
-    flywheel = FlywheelConfig.from_env(generation_mode="procedural", solver_max_turns=training.max_turns,
+    flywheel = FlywheelConfig.from_env(generation_mode=GENERATION[arm], solver_max_turns=training.max_turns,
                                        solver_max_tokens=training.max_tokens,
                                        pool_capacity=cfg.static_pool_size)
     home = out / "runs" / f"{arm}-s{seed}"
@@ -240,7 +258,7 @@ async def run_arm(arm: str, seed: int, cfg: ExperimentConfig, policy: Path, out:
     start_dirs = pools.write_instances(start, home / "start")
     base = Settings.from_env()
     engine = base.engine if base.engine in TRAINABLE else "torch"
-    env = {"AES_LEARNER_MODEL_PATH": str(policy), "AES_GENERATION_MODE": "procedural", "AES_ROUTE": ROUTE,
+    env = {"AES_LEARNER_MODEL_PATH": str(policy), "AES_GENERATION_MODE": GENERATION[arm], "AES_ROUTE": ROUTE,
            "AES_SOLVER_MAX_TURNS": str(training.max_turns), "AES_SOLVER_MAX_TOKENS": str(training.max_tokens),
            "AES_POOL_CAPACITY": str(cfg.static_pool_size),
            "AES_ENGINE": engine}
@@ -248,8 +266,10 @@ async def run_arm(arm: str, seed: int, cfg: ExperimentConfig, policy: Path, out:
     began = time.monotonic()
     with _environment(env):
         with result.timing("stack"):
+            # The proposer's model, where one proposes, is the policy being trained: the run's engine.
             settings = await asyncio.to_thread(
-                stack.up, dataclasses.replace(base, home=home, blob_url="", model_url="", engine=engine, route=ROUTE),
+                stack.up, dataclasses.replace(base, home=home, blob_url="", model_url="", engine=engine, route=ROUTE,
+                                              proposer_model_url="", proposer_model=""),
                 {}, True)
         try:
             await _drive(arm, cfg, settings, training, learner, flywheel, held, held_dirs, start_dirs, result, home,
@@ -305,6 +325,7 @@ async def _drive(arm, cfg, settings, training, learner, flywheel, held, held_dir
                 await run_rounds(bus, pool_size, rounds=rounds, fresh=flywheel.assignments_per_round, review=True,
                                  round_timeout=cfg.round_timeout_s, out=quiet, after_round=phase)
         await _account(bus, result, tally, difficulties)
+        await _proposer_account(bus, result)
 
 
 async def _account(bus, result: RunResult, tally: LearnerTally, difficulties: _Difficulties) -> None:
@@ -337,6 +358,19 @@ async def _account(bus, result: RunResult, tally: LearnerTally, difficulties: _D
     result.trained_difficulty = [statistics.fmean(v) for _, v in sorted(by_wave.items(), key=lambda kv: _wave_no(kv[0]))]
 
 
+async def _proposer_account(bus, result: RunResult) -> None:
+    """The policy's proposals: r_P per round, the samples they made and the updates on them."""
+    from aes_proto.messages import CalibrationResult, LearnerStats
+
+    by_round: dict[int, list[float]] = {}
+    for c in await bus.history(subjects.RESULT_CALIBRATION, CalibrationResult):
+        if c.proposal is not None:  # a model's episode (procedural instances carry none)
+            by_round.setdefault(c.lineage.round, []).append(c.proposer_reward)
+    result.proposer_reward = [statistics.fmean(v) for _, v in sorted(by_round.items())]
+    result.proposer_samples = sum(r.role == "proposer" for r in await bus.history(subjects.TRAJECTORIES, TrajectoryRef))
+    result.proposer_updates = sum(s.role == "proposer" for s in await bus.history(subjects.LEARNER_STATS, LearnerStats))
+
+
 def _wave_no(prefix: str) -> int:
     tail = prefix.rsplit("w", 1)[-1]
     return int(tail) if tail.isdigit() else -1
@@ -366,7 +400,8 @@ def paired(runs: list[RunResult], arm: str, baseline: str) -> list[dict]:
 def summarize(runs: list[RunResult]) -> dict[str, dict]:
     """Per arm: held-out mean reward and pass rate at each evaluation point over seeds (mean, 95%
     t interval over seeds when there are 2+), the paired difference from the first arm, signal-carrying
-    groups pooled over seeds and the cost per signal."""
+    groups pooled over seeds and the cost per signal, the mean r_P of each round over the seeds that
+    reached it and the proposer samples and updates per run."""
     from aes_lib.flywheel.status import wilson
 
     arms: dict[str, dict] = {}
@@ -385,13 +420,18 @@ def summarize(runs: list[RunResult]) -> dict[str, dict]:
                          "pass_rate": statistics.fmean(passes) if passes else None,
                          "pass_ci95": list(ci) if (ci := t_interval(passes)) else None, "seeds": len(at)})
         k, n = sum(r.signal_groups for r in mine), sum(r.groups for r in mine)
+        rounds = max(len(r.proposer_reward) for r in mine)
         arms[arm] = {"points": rows, "signal_fraction": k / n if n else 0.0, "signal_ci95": list(wilson(k, n)),
                      "cost": per_unit([r.cost for r in mine], sum(r.admitted for r in mine), k),
                      "versus": order[0], "paired": paired(runs, arm, order[0]) if arm != order[0] else [],
                      "groups": n, "updates": statistics.fmean(r.updates for r in mine),
                      "selection_rollouts": sum(sum(r.selection_rollouts.values()) for r in mine) / len(mine),
                      "wall_s": statistics.fmean(r.wall_s for r in mine),
-                     "phase_s": {k: statistics.fmean(r.phase_s.get(k, 0.0) for r in mine) for k in PHASES}}
+                     "phase_s": {k: statistics.fmean(r.phase_s.get(k, 0.0) for r in mine) for k in PHASES},
+                     "proposer_reward": [statistics.fmean(r.proposer_reward[i] for r in mine if i < len(r.proposer_reward))
+                                         for i in range(rounds)],
+                     "proposer_samples": statistics.fmean(r.proposer_samples for r in mine),
+                     "proposer_updates": statistics.fmean(r.proposer_updates for r in mine)}
     return arms
 
 
@@ -408,7 +448,7 @@ def prepare_policy(cfg: ExperimentConfig, out: Path, say: Callable[[str], None])
     dest = out / "policy"
     if not (dest / "config.json").is_file():
         say(f"bootstrapping the policy ({cfg.bootstrap_steps} supervised steps on {cfg.bootstrap_examples} instances "
-            f"of the {cfg.bootstrap_levels} easiest difficulties)")
+            f"of the {cfg.bootstrap_levels} easiest difficulties, and the parametric proposer's prompt)")
         bootstrap(bundled_base_model(Settings.from_env().home), dest, cfg.family_names(),
                   PolicySpec(hidden_size=cfg.bootstrap_width, examples=cfg.bootstrap_examples,
                              levels=cfg.bootstrap_levels, steps=cfg.bootstrap_steps))
@@ -418,6 +458,10 @@ def prepare_policy(cfg: ExperimentConfig, out: Path, say: Callable[[str], None])
 async def run_experiment(cfg: ExperimentConfig, out: Path, say: Callable[[str], None] = print) -> dict:
     """Every arm for every seed, one after another; writes ``out/pools_experiment.json``, its plot
     and its HTML page (``experiment_report.write``) and returns what the JSON holds."""
+    if "both" in cfg.arm_names() and (n := FlywheelConfig.from_env().proposals_per_assignment) < 2:
+        # one proposal per assignment is a group of one: no spread, no proposer update, ever
+        raise ExperimentError(f"the both arm trains its proposer on groups of proposals: "
+                              f"AES_PROPOSALS_PER_ASSIGNMENT must be >= 2, got {n}")
     out.mkdir(parents=True, exist_ok=True)
     began = time.monotonic()
     policy = await asyncio.to_thread(prepare_policy, cfg, out, say)

@@ -63,7 +63,8 @@ def setup(report: dict) -> list[str]:
 
 
 def sections(report: dict) -> list[Section]:
-    """Held-out reward over the budget per arm, the groups that carry a signal, every run."""
+    """Held-out reward over the budget per arm, the groups that carry a signal, every run, and the
+    proposer's reward where the policy proposes (the ``both`` arm; no section without one)."""
     heldout = [(arm, str(p["wave"]), str(p["training_rollouts"]), f"{p['updates']:.1f}", number(p["mean_reward"]),
                 interval(p["ci95"]), number(p["pass_rate"]), interval(p["pass_ci95"]))
                for arm, data in report["arms"].items() for p in data["points"]]
@@ -80,6 +81,8 @@ def sections(report: dict) -> list[Section]:
     runs = [(r["arm"], str(r["seed"]), " -> ".join(number(p["mean_reward"]) for p in r["points"]), str(r["updates"]),
              f"{r['signal_groups']}/{r['groups']}", " ".join(f"{d:.1f}" for d in r["trained_difficulty"]) or "-",
              f"{r['admitted']} / {r['retired']}", str(r["empty_waves"]), f"{r['wall_s']:.0f}") for r in report["runs"]]
+    proposer = [(r["arm"], str(r["seed"]), proposer_rewards(r["proposer_reward"]), str(r["proposer_samples"]),
+                 str(r["proposer_updates"])) for r in report["runs"] if r["proposer_samples"] or r["proposer_reward"]]
     return [
         Section(PLOT_TITLE,
                 "Mean over seeds; the interval is a 95% t interval over seeds (n/a with one seed). Pass rate: share "
@@ -110,7 +113,16 @@ def sections(report: dict) -> list[Section]:
         Section("Per run", "",
                 ("arm", "seed", "held-out reward at each point", "updates", "signal groups",
                  "mean difficulty trained per wave", "admitted / retired", "empty waves", "wall s"), runs),
-    ]
+    ] + ([Section("Proposer reward per round, where the policy also proposes",
+                  "Mean r_P of the round's scored proposals (1 admitted, partial out of the band, 0 broken or no "
+                  "answer); proposer samples sent to the learner and the updates on proposer groups, per run.",
+                  ("arm", "seed", "mean r_P per round", "proposer samples", "proposer updates"), proposer)]
+         if proposer else [])
+
+
+def proposer_rewards(per_round: Sequence[float]) -> str:
+    """Mean r_P of each round, in order ("-" where no model proposed)."""
+    return " -> ".join(number(x) for x in per_round) or "-"
 
 
 def plot(report: dict) -> bytes:

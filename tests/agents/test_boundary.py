@@ -39,6 +39,7 @@ def test_proposer_config_defaults_are_the_budgets_and_env_overrides_them(monkeyp
     monkeypatch.setenv("AES_PROPOSER_MAX_TURNS", "7")
     monkeypatch.setenv("AES_PROPOSER_MAX_REVISIONS", "0")
     monkeypatch.setenv("AES_PROPOSER_PROMPT_MAX_TOKENS", "512")
+    monkeypatch.setenv("AES_PROPOSER_TEMPERATURE", "1.0")
     config = ProposerConfig.from_env()
     assert config.budget() == EpisodeBudget().with_loop(max_turns=7) and config.budget().loop.max_turns == 7
-    assert config.baseline() == BaselineLimits(max_revisions=0, max_tokens=512)
+    assert config.baseline() == BaselineLimits(max_revisions=0, max_tokens=512, temperature=1.0)

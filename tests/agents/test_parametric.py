@@ -1,7 +1,7 @@
 """The parametric proposer mode: the proposer's model chooses a family instance's difficulty in
 one call, strictly parsed; the call is recorded as a sample the proposer's learner can train on.
 
-The models are real: the experiment's bootstrapped policy (taught the prompt) and the random
+The models are real: the pools experiment's bootstrapped policy (taught the prompt) and the random
 tiny model on the torch engine; the replay server scripts an out-of-range answer for the bus path."""
 
 from __future__ import annotations
@@ -25,20 +25,9 @@ from aes_proto import subjects
 from aes_proto.messages import Assignment, CalibrationResult, Lineage
 from aes_services.proposer import ProposerService
 
-from built_once import built_once
-
 pytestmark = pytest.mark.timeout(600)
 
 ECHO = families.get("echo-words")
-
-
-@pytest.fixture(scope="module")
-def bootstrapped(smollm2_folder, tmp_path_factory) -> Path:
-    """The pools experiment's starting policy for echo-words (``aes_ops.bootstrap_policy``)."""
-    from aes_ops.bootstrap_policy import bootstrap
-
-    return built_once(tmp_path_factory, "bootstrap-echo-words",
-                      lambda folder: bootstrap(smollm2_folder, folder / "policy", [ECHO.name]))
 
 
 @pytest.fixture
@@ -93,12 +82,12 @@ def test_the_answer_is_one_line_naming_a_difficulty_in_the_familys_range():
     assert "Parent pass rate: unknown" in parametric.messages(ECHO, 1, "new", None)[1]["content"]
 
 
-async def test_the_bootstrapped_policy_chooses_the_instance_it_names(bootstrapped, engine_env, tmp_path):
+async def test_the_bootstrapped_policy_chooses_the_instance_it_names(experiment_policy, engine_env, tmp_path):
     """Each answer that parses is the written instance's difficulty, with the assignment's seed;
     a redelivered assignment samples (seeded by its key) and writes the same bundle."""
     store = FileBlobStore(tmp_path / "blobs")
     env_id, ref = _parent(store, tmp_path)
-    server, client = _served(bootstrapped)
+    server, client = _served(experiment_policy)
     try:
         r = _resources(client, store, tmp_path)
         proposals = [(a, await generate(a, r)) for a in (_assignment(env_id, ref, f"r1-000-a{k}") for k in range(6))]

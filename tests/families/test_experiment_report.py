@@ -91,3 +91,27 @@ def test_markdown_renders_the_same_sections():
     assert "| static | 10 | 30 | 50 | 10 | 100 |" in text  # seconds per run, seeds 0 and 1 averaged
     assert "| flywheel | 2 | 16 | 1.0 | 0.500 |" in text
     assert "| static | 1 | 0.300 -> 0.200 | 3 | 3/8 | 1.0 2.0 | 0 / 0 | 0 | 101 |" in text
+
+
+def test_the_proposer_reward_is_summarized_and_shown_only_where_the_policy_proposes(tmp_path: Path):
+    report = _report()
+    both = [dataclasses.replace(_run("both", 0, [0.1, 0.5], 6), proposer_reward=[0.5, 0.75], proposer_samples=12,
+                                proposer_updates=3),
+            dataclasses.replace(_run("both", 1, [0.2, 0.4], 4), proposer_reward=[0.25], proposer_samples=6,
+                                proposer_updates=1)]
+    arms = summarize(both)["both"]
+    # r_P per round over the seeds that reached the round; samples and updates per run
+    assert arms["proposer_reward"] == pytest.approx([0.375, 0.75])
+    assert (arms["proposer_samples"], arms["proposer_updates"]) == (9.0, 2.0)
+    assert report["arms"]["static"]["proposer_reward"] == [] and report["arms"]["flywheel"]["proposer_updates"] == 0
+    report["runs"] += [dataclasses.asdict(r) for r in both]
+    report["arms"] |= summarize(both)
+    plain = markdown(_report(), "2 cores", "2026-12-01", "aes experiment pools")
+    text = markdown(report, "2 cores", "2026-12-01", "aes experiment pools")
+    assert text.count("\n## ") == plain.count("\n## ") + 1  # one section more, the proposer's
+    assert "## Proposer reward per round, where the policy also proposes" in text
+    assert "Proposer reward" not in plain
+    assert "| both | 0 | 0.500 -> 0.750 | 12 | 3 |" in text and "| both | 1 | 0.250 | 6 | 1 |" in text
+    assert "| static | 0 | -" not in text  # the arms where no model proposes have no row
+    _, page = write(report, tmp_path)
+    assert page.read_text().count("<table>") == text.count("\n## ")

@@ -1,6 +1,7 @@
-"""``aes experiment pools`` end to end on a tiny budget: both arms through the real services
+"""``aes experiment pools`` end to end on a tiny budget: the arms through the real services
 (nats-server, the torch engine, Docker rollouts, the learner, the weight sync; the flywheel's
-procedural proposer, validator, calibrator, pool and review), and the JSON it writes."""
+procedural proposer, validator, calibrator, pool and review; for ``both`` the policy as the
+parametric proposer and the proposer samples), and the JSON it writes."""
 
 from __future__ import annotations
 
@@ -14,12 +15,11 @@ from aes_cli.main import main
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(2400)]
 
 
-def test_tiny_experiment_writes_both_arms(tiny_model, tmp_path, monkeypatch, capsys):
+def _tiny_budget(monkeypatch, tmp_path, policy, **more) -> None:
     """One seed, two waves of 2 groups x 2 attempts, one held-out instance per difficulty 1-2 of
-    one family. The starting policy is the random tiny model (no training to wait for): it scores
-    0, so the band is widened to [0, 1] to keep the flywheel's pool from being retired empty."""
+    one family; the band widened to [0, 1] to keep the flywheel's pool from being retired empty."""
     for key, value in {
-        "AES_HOME": tmp_path / "home", "AES_EXPERIMENT_POLICY": tiny_model, "AES_EXPERIMENT_FAMILIES": "echo-words",
+        "AES_HOME": tmp_path / "home", "AES_EXPERIMENT_POLICY": policy, "AES_EXPERIMENT_FAMILIES": "echo-words",
         "AES_EXPERIMENT_MAX_DIFFICULTY": 2, "AES_EXPERIMENT_SEEDS": 1, "AES_EXPERIMENT_WAVES": 2,
         "AES_EXPERIMENT_WAVES_PER_ROUND": 2, "AES_EXPERIMENT_EVAL_EVERY": 2, "AES_EXPERIMENT_HELDOUT_PER_DIFFICULTY": 1,
         "AES_EXPERIMENT_STATIC_POOL_SIZE": 2, "AES_EXPERIMENT_START_PER_FAMILY": 1, "AES_ASSIGNMENTS_PER_ROUND": 1,
@@ -27,11 +27,18 @@ def test_tiny_experiment_writes_both_arms(tiny_model, tmp_path, monkeypatch, cap
         "AES_TRAINING_MAX_TOKENS": 32, "AES_LEARNER_GROUPS_PER_BATCH": 1,
         "AES_BAND_LOW": 0.0, "AES_BAND_HIGH": 1.0, "AES_MAX_REVISIONS": 0,
         # the flywheel's own rollouts (calibration, pool review) as short as the training ones
-        "AES_SOLVER_MAX_TURNS": 1, "AES_PROPOSALS_PER_ASSIGNMENT": 1,
+        "AES_SOLVER_MAX_TURNS": 1, "AES_PROPOSALS_PER_ASSIGNMENT": 1, **more,
     }.items():
         monkeypatch.setenv(key, str(value))
-    for var in ("AES_MODEL_URL", "AES_NATS_URL", "AES_NATS_USER", "AES_NATS_PASSWORD", "AES_BLOB_URL"):
+    for var in ("AES_MODEL_URL", "AES_NATS_URL", "AES_NATS_USER", "AES_NATS_PASSWORD", "AES_BLOB_URL",
+                "AES_PROPOSER_MODEL_URL", "AES_PROPOSER_MODEL"):
         monkeypatch.delenv(var, raising=False)
+
+
+def test_tiny_experiment_writes_both_arms(tiny_model, tmp_path, monkeypatch, capsys):
+    """The static and the flywheel arm. The starting policy is the random tiny model (no training
+    to wait for): it scores 0, hence the wide band."""
+    _tiny_budget(monkeypatch, tmp_path, tiny_model)
     out = tmp_path / "out"
     assert main(["experiment", "pools", "--out", str(out), "--progress", "plain"]) == 0
     printed = capsys.readouterr().out
@@ -62,6 +69,8 @@ def test_tiny_experiment_writes_both_arms(tiny_model, tmp_path, monkeypatch, cap
         assert data["signal_fraction"] == pytest.approx(run["signal_groups"] / run["groups"])
         assert all(math.isfinite(d) and d >= 1 for d in run["trained_difficulty"])
         assert data["points"][0]["ci95"] is None  # one seed: no interval over seeds
+        # no model proposes in either arm: no proposer reward, samples or updates
+        assert run["proposer_reward"] == [] and run["proposer_samples"] == run["proposer_updates"] == 0
     # only the flywheel chose environments: it validated and calibrated the proposer's instances
     # and reviewed its pool; the static pool spent nothing on choosing
     assert runs["static"]["selection_rollouts"] == {} and runs["static"]["validations"] == 0
@@ -78,3 +87,32 @@ def test_tiny_experiment_writes_both_arms(tiny_model, tmp_path, monkeypatch, cap
             total = spent["training"]["rollouts"] + spent["selection"]["rollouts"]
             assert per_group["rollouts"] == pytest.approx(total / run["signal_groups"])
     assert runs["flywheel"]["cost"]["selection"]["container_s"] > 0  # validations and calibration
+
+
+def test_tiny_experiment_both_roles_trains_the_policy_as_proposer(experiment_policy, tmp_path, monkeypatch, capsys):
+    """The ``both`` arm from the experiment's own bootstrap policy (it answers the proposer's
+    prompt): two rounds, a wave after each, of 2 assignments x 3 proposals, sampled at
+    temperature 1 (about half the answers parse, so groups have a spread of r_P: 1 admitted in
+    the wide band, 0 no answer). The proposals reach the learner as proposer samples and train
+    it; r_P per round is in the JSON, the markdown and the printed summary."""
+    _tiny_budget(monkeypatch, tmp_path, experiment_policy, AES_EXPERIMENT_ARMS="both",
+                 AES_EXPERIMENT_WAVES_PER_ROUND=1, AES_ASSIGNMENTS_PER_ROUND=2, AES_PROPOSALS_PER_ASSIGNMENT=3,
+                 AES_PROPOSER_TEMPERATURE=1.0)
+    out, md = tmp_path / "out", tmp_path / "pools.md"
+    assert main(["experiment", "pools", "--out", str(out), "--progress", "plain", "--markdown", str(md)]) == 0
+    printed = capsys.readouterr().out
+
+    report = json.loads((out / "pools_experiment.json").read_text())
+    [run] = report["runs"]
+    assert run["arm"] == "both" and run["training_rollouts"] == 8 and run["groups"] == 4
+    assert run["validations"] >= 1  # some answers parsed and were validated as instances
+    # every proposal of the two rounds became a proposer sample; some group had a spread and trained
+    assert run["proposer_samples"] == 2 * 2 * 3
+    assert len(run["proposer_reward"]) == 2 and all(0.0 <= r <= 1.0 for r in run["proposer_reward"])
+    assert run["proposer_updates"] >= 1
+    data = report["arms"]["both"]
+    assert data["proposer_reward"] == run["proposer_reward"] and data["proposer_updates"] == run["proposer_updates"]
+    rounds = " -> ".join(f"{r:.3f}" for r in run["proposer_reward"])
+    assert f"both: proposer reward per round {rounds}" in printed
+    assert f"| both | 0 | {rounds} | 12 | {run['proposer_updates']} |" in md.read_text()
+    assert "Proposer reward per round" in (out / "pools_experiment.html").read_text()

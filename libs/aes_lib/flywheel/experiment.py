@@ -13,7 +13,7 @@ from typing import ClassVar
 
 from aes_lib.config import read_settings
 
-ARMS = ("static", "flywheel")
+ARMS = ("static", "flywheel", "both")
 
 
 class ExperimentConfigError(ValueError):
@@ -32,7 +32,9 @@ class ExperimentConfig:
     """Highest difficulty used of each family (0: the family's own maximum)."""
     arms: str = "static,flywheel"
     """Arms to run, comma-separated: ``static`` (a fixed pool, uniform over the difficulty
-    range) and ``flywheel`` (procedural proposer, planner, calibration band, retirement)."""
+    range), ``flywheel`` (procedural proposer, planner, calibration band, retirement) and
+    ``both`` (the flywheel with the policy being trained as its proposer, ``parametric`` mode,
+    trained on r_P too; needs ``AES_PROPOSALS_PER_ASSIGNMENT`` >= 2 for proposer groups)."""
     seeds: int = 2
     """Independent runs of every arm (each from the same starting policy)."""
     waves: int = 6

@@ -1,9 +1,10 @@
-"""``aes experiment pools``: a static pool against the flywheel, same solver and rollout budget.
+"""``aes experiment pools``: a static pool against the flywheel (and the flywheel whose proposer is
+the policy being trained, arm ``both``), same solver and rollout budget.
 
 The experiment's shape is the ``[experiment]`` section (``AES_EXPERIMENT_*``; ``aes config show``
 lists it), the solver, learner and waves the run's own sections; ``aes_ops.experiment`` runs it.
 Writes ``OUT/pools_experiment.json``, ``.html`` (the page) and ``.png`` (its plot) and prints the
-held-out evaluation and each arm's learning signal.
+held-out evaluation, each arm's learning signal and, where the policy proposes, its proposer reward.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 from aes_cli.errors import CommandError
 from aes_cli.output import print_json, table
 from aes_lib.flywheel.experiment import ExperimentConfig
-from aes_ops.experiment_report import interval, markdown, number
+from aes_ops.experiment_report import interval, markdown, number, proposer_rewards
 
 
 def _say(line: str) -> None:
@@ -47,6 +48,10 @@ def _run(args: argparse.Namespace) -> int:
               f"(95% CI {interval(data['signal_ci95'])}, {data['groups']} groups); "
               f"{data['updates']:.1f} updates; {data['selection_rollouts']:.0f} selection rollouts; "
               f"{data['wall_s']:.0f} s per run")
+        if data["proposer_samples"]:
+            print(f"{arm}: proposer reward per round {proposer_rewards(data['proposer_reward'])}; "
+                  f"{data['proposer_samples']:.1f} proposer samples, {data['proposer_updates']:.1f} proposer updates "
+                  f"per run")
     print(f"results: {args.out / 'pools_experiment.json'}, page {args.out / 'pools_experiment.html'}, "
           f"plot {args.out / 'pools_experiment.png'}")
     if args.markdown:

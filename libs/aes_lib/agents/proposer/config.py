@@ -37,6 +37,8 @@ class ProposerConfig:
     """Completion tokens of one Prompt / Prompt + Env Feedback generation (a small model that never
     stops runs to this cap: 30-60 s per 1,000 tokens for SmolLM2's GGUF server on 2 cores, 34 tokens/s
     idle in ``bench/results/training_bench.md``)."""
+    temperature: float = _BASELINE.temperature
+    """Sampling temperature of the Prompt / Prompt + Env Feedback and ``parametric`` calls."""
 
     @classmethod
     def from_env(cls) -> "ProposerConfig":
@@ -57,4 +59,5 @@ class ProposerConfig:
             solver, max_turns=own.max_turns, time_limit_s=own.time_limit_s)))
 
     def baseline(self) -> BaselineLimits:
-        return replace(_BASELINE, max_revisions=self.max_revisions, max_tokens=self.prompt_max_tokens)
+        return replace(_BASELINE, max_revisions=self.max_revisions, max_tokens=self.prompt_max_tokens,
+                       temperature=self.temperature)
