@@ -22,8 +22,8 @@ Measured per run: held-out mean reward and full-pass rate after each evaluation 
 95% t interval over the held-out tasks), the learner's updates, the share of training groups with
 a reward spread (the learner's ``has_signal``: the groups that teach at all) with its Wilson
 interval, the difficulties trained on, wall time; where the policy proposes, the mean r_P of each
-round and the proposer samples and updates (``updates`` counts both roles'). ``summarize`` adds per arm the mean over seeds
-and its 95% t interval.
+round and the proposer samples and updates (``updates`` counts both roles'). ``summarize`` adds per
+arm the mean over seeds and its 95% t interval.
 """
 
 from __future__ import annotations
@@ -428,8 +428,8 @@ def summarize(runs: list[RunResult]) -> dict[str, dict]:
                      "selection_rollouts": sum(sum(r.selection_rollouts.values()) for r in mine) / len(mine),
                      "wall_s": statistics.fmean(r.wall_s for r in mine),
                      "phase_s": {k: statistics.fmean(r.phase_s.get(k, 0.0) for r in mine) for k in PHASES},
-                     "proposer_reward": [statistics.fmean(r.proposer_reward[i] for r in mine if i < len(r.proposer_reward))
-                                         for i in range(rounds)],
+                     "proposer_reward": [statistics.fmean(r.proposer_reward[i] for r in mine
+                                                          if i < len(r.proposer_reward)) for i in range(rounds)],
                      "proposer_samples": statistics.fmean(r.proposer_samples for r in mine),
                      "proposer_updates": statistics.fmean(r.proposer_updates for r in mine)}
     return arms

@@ -151,6 +151,7 @@ async def test_an_out_of_range_answer_is_a_proposer_sample_with_reward_0(bus, tm
     assert request["max_tokens"] == parametric.MAX_TOKENS and request["seed"] == procedural.child_seed(a)
     [result] = await bus.history(subjects.RESULT_CALIBRATION, CalibrationResult)
     assert result.decision == "rejected" and result.proposer_reward == 0.0
-    assert result.verdicts[0].reason == "difficulty_out_of_range" and "outside echo-words's" in result.verdicts[0].detail
+    [verdict] = result.verdicts
+    assert verdict.reason == "difficulty_out_of_range" and "outside echo-words's" in verdict.detail
     assert result.proposal is not None and result.proposal.finished
     assert (result.proposal.group_id, result.proposal.group_size) == ("r1-000", 2)
