@@ -9,11 +9,11 @@ easier/harder onto the difficulty. The procedural proposer mode instantiates the
 """
 
 from aes_lib.families.base import (
-    Family, FamilyError, FamilyParamsError, NotAFamilyInstanceError, Params, TaskSpec, UnknownFamilyError,
+    Family, FamilyError, FamilyParamsError, Instance, NotAFamilyInstanceError, Params, TaskSpec, UnknownFamilyError,
 )
 from aes_lib.families.moves import moved
 from aes_lib.families.registry import get, names
-from aes_lib.families.render import Instance, instance_of, read_instance, write_instance
+from aes_lib.families.render import instance_of, read_instance, write_instance
 
 __all__ = [
     "Family", "FamilyError", "FamilyParamsError", "Instance", "NotAFamilyInstanceError", "Params", "TaskSpec",

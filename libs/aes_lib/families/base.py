@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import random
 from abc import ABC, abstractmethod
-from typing import ClassVar
+from typing import Any, ClassVar
 
 
 class FamilyError(ValueError):
@@ -30,6 +30,19 @@ class Params:
 
     difficulty: int
     seed: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Instance:
+    """Which family wrote a task, and with which parameters. Here, not beside the task writer
+    (``render``, which needs the bundle and sandbox packages), so that code without those
+    (bench/gpu_pools_experiment.py on a lent GPU) builds pools of instances too."""
+
+    family: str
+    params: Params
+
+    def metadata(self) -> dict[str, Any]:
+        return {"name": self.family, "difficulty": self.params.difficulty, "seed": self.params.seed}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 from pathlib import Path
 from typing import Any
@@ -10,22 +9,11 @@ from typing import Any
 import tomli_w
 
 from aes_lib.bundle import BundleError, Task
-from aes_lib.families.base import Family, NotAFamilyInstanceError, Params
+from aes_lib.families.base import Family, Instance, NotAFamilyInstanceError, Params
 from aes_lib.families.registry import get
 from aes_lib.sandbox import VERIFIER_TEMPLATE
 
 BASE_IMAGE = "aes-base:latest"
-
-
-@dataclasses.dataclass(frozen=True)
-class Instance:
-    """Which family wrote a task, and with which parameters."""
-
-    family: str
-    params: Params
-
-    def metadata(self) -> dict[str, Any]:
-        return {"name": self.family, "difficulty": self.params.difficulty, "seed": self.params.seed}
 
 
 def _label(family: Family, difficulty: int) -> str:
