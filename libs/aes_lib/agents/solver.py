@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 from aes_lib.agents.bridge import BridgedShell
 from aes_lib.agents.loop import LoopLimits, run_loop
-from aes_lib.agents.protocol import AgentProtocol, FencedProtocol, make_protocol
+from aes_lib.agents.protocol import make_protocol
+from aes_lib.agents.solver_prompt import SYSTEM_PROMPT, system_prompt  # noqa: F401  (SYSTEM_PROMPT: importers read it here)
 from aes_lib.agents.trajectory import store_trajectory
 from aes_lib.domains import ToolSession, domain_of
 from aes_lib.faults import TransientError
@@ -30,18 +31,6 @@ from aes_proto import subjects
 from aes_proto.messages import BlobRef, RolloutSummary, TrajectoryRef
 from aes_proto.records import RolloutOutcome
 from aes_proto.trajectory import Trajectory
-
-_ROLE = "You are an expert at the Linux command line, working inside a container to complete a task."
-
-
-def system_prompt(protocol: AgentProtocol) -> str:
-    """The solver's system prompt under ``protocol``."""
-    return f"{_ROLE}\n{protocol.instructions}"
-
-
-SYSTEM_PROMPT = system_prompt(FencedProtocol())
-"""The solver's system prompt under the default (fenced) protocol."""
-
 
 TOOL_TIME_S = 120.0
 """Seconds a command that calls a domain's tool (e.g. ``ask_human``, a judge model's reply) gets
