@@ -363,6 +363,18 @@ def score_command(tests: str, command: str) -> float:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def check_scorer(shape: Shape) -> None:
+    """RuntimeError unless each family's reference solution scores 1 and doing nothing 0 on this
+    machine: a scorer that silently failed (no bash, a refused ``setpriv``) would read as a
+    policy that learns nothing."""
+    for name in shape.families:
+        task = spec(Instance(name, Params(families.get(name).min_difficulty + 1, 0)))
+        got = score_command(task.tests, " && ".join(task.solution.splitlines())), score_command(task.tests, "true")
+        if got != (1.0, 0.0):
+            raise RuntimeError(f"{name}: the scorer gives the reference solution {got[0]} and doing nothing "
+                               f"{got[1]} (expected 1 and 0) on this machine")
+
+
 class Scorer:
     """Rewards of replies to instances; a command is run once per instance."""
 
@@ -398,8 +410,10 @@ def solver_prompt(tok, i: Instance) -> tuple[int, ...]:
 class Run:
     arm: str
     seed: int
-    heldout: list[float | None] = dataclasses.field(default_factory=list)
+    heldout: list[float] = dataclasses.field(default_factory=list)
     """Held-out mean reward (mean over instances of each one's mean over k) at each point."""
+    updates_at: list[int] = dataclasses.field(default_factory=list)
+    """Policy updates (solver and proposer) made before each point."""
     groups: dict[str, list[float]] = dataclasses.field(default_factory=dict)
     proposer_reward: list[float] = dataclasses.field(default_factory=list)
     """Mean r_P of each round's proposals (``both``)."""
@@ -433,6 +447,7 @@ class Experiment:
         _, rewards = self.attempts(policy, flat, seed=_seed(run.seed, "eval", point))
         per_task = [statistics.fmean(rewards[j * k:(j + 1) * k]) for j in range(len(self.held))]
         run.heldout.append(statistics.fmean(per_task))
+        run.updates_at.append(policy.updates)
 
     def run(self, arm: str, seed: int) -> Run:
         s, began = self.shape, time.monotonic()
@@ -631,12 +646,15 @@ def report(shape: Shape, runs: list[Run], machine: str, seconds: float, scorer: 
         f"{len(pools.heldout(list(shape.families), shape.heldout_per_difficulty, shape.max_difficulty))} held-out "
         f"instances x {shape.eval_k} attempts; mean over seeds, 95% t interval over seeds. Sampling at each point is "
         "seeded by the seed, so the arms of a seed are paired.", "",
-        "| arm | wave | training rollouts | held-out mean reward | 95% CI |", "|---|---|---|---|---|",
+        "| arm | wave | training rollouts | updates (mean) | held-out mean reward | 95% CI |",
+        "|---|---|---|---|---|---|",
     ]
     for arm in arms:
         for j, w in enumerate(points):
-            vals = [by[(arm, s)].heldout[j] for s in seeds if (arm, s) in by]
+            mine = [by[(arm, s)] for s in seeds if (arm, s) in by]
+            vals = [r.heldout[j] for r in mine]
             lines.append(f"| {arm} | {w} | {w * shape.groups_per_wave * shape.group_size} | "
+                         f"{statistics.fmean(r.updates_at[j] for r in mine):.1f} | "
                          f"{statistics.fmean(vals):.3f} | {_ci(vals)} |")
     lines += ["", "## Gain over the static pool, paired by seed", "",
               "Per seed, the arm's held-out mean reward minus static's at the same point; mean and 95% t interval "
@@ -713,10 +731,12 @@ def export_base(dest: Path) -> Path:
     return dest
 
 
-def experiment(shape: Shape, base: Path, device: str, workdir: Path, budget_s: float,
-               workers: int) -> tuple[list[Run], Scorer]:
-    """Seed after seed, every arm, while the budget allows another seed."""
+def experiment(shape: Shape, base: Path, device: str, workdir: Path, budget_s: float, workers: int,
+               after_seed: Callable[[list[Run], Scorer], None]) -> None:
+    """Seed after seed, every arm, while the budget allows another seed; ``after_seed`` records
+    what has run (a run cut short by its caller's timeout keeps the seeds before)."""
     began = time.monotonic()
+    check_scorer(shape)
     say(f"bootstrapping the starting policy ({shape.policy.steps} supervised steps)")
     policy_dir = start_policy(base, shape, workdir / "policy")
     say(f"  done in {time.monotonic() - began:.0f} s")
@@ -733,11 +753,11 @@ def experiment(shape: Shape, base: Path, device: str, workdir: Path, budget_s: f
                 f"signal groups {sig}/{len(r.groups)}"
                 + (f", r_P {' '.join(f'{v:.2f}' for v in r.proposer_reward)}" if r.proposer_reward else "")
                 + f" ({r.wall_s:.1f} s)")
+        after_seed(runs, scorer)
         per_seed = (time.monotonic() - runs_began) / (seed + 1)
         if budget_s and seed + 1 < shape.seeds and time.monotonic() - began + per_seed > budget_s:
             say(f"stopping after {seed + 1} seed(s): another ({per_seed:.0f} s) would pass the {budget_s:.0f} s budget")
             break
-    return runs, scorer
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -767,11 +787,14 @@ def main(argv: list[str] | None = None) -> int:
                        else ROOT / "bench/results/pools_experiment_gpu.md")
     began = time.monotonic()
     say(f"device {args.device}; {machine(args.device)}; project modules: {IMPORTS}")
+
+    def record(runs: list[Run], scorer: Scorer) -> None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(report(shape, runs, machine(args.device), time.monotonic() - began, scorer, base))
+        say(f"wrote {out} ({time.monotonic() - began:.0f} s)")
+
     with tempfile.TemporaryDirectory(prefix="gpu-pools-") as tmp:
-        runs, scorer = experiment(shape, base, args.device, Path(tmp), args.budget_s, args.workers)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(report(shape, runs, machine(args.device), time.monotonic() - began, scorer, base))
-    say(f"wrote {out} ({time.monotonic() - began:.0f} s)")
+        experiment(shape, base, args.device, Path(tmp), args.budget_s, args.workers, record)
     return 0
 
 

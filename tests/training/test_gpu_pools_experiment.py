@@ -58,20 +58,20 @@ DRY_RUN = (f"import runpy, sys; sys.modules.update(dict.fromkeys({BLOCKED!r})); 
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1800)
 def test_the_dry_run_without_the_bus_packages_writes_every_arm(smollm2_folder, tmp_path):
     """The lent GPU's python has no msgspec: the script must load the project's pieces without
     it, bootstrap the policy, run the three arms and write the record."""
     out = tmp_path / "gpu.md"
     done = subprocess.run([sys.executable, "-c", DRY_RUN, "--device", "cpu", "--tiny", "--base", str(smollm2_folder),
-                           "--out", str(out), "--workers", "2"], capture_output=True, text=True, timeout=840)
+                           "--out", str(out), "--workers", "2"], capture_output=True, text=True, timeout=1700)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "project modules: the bus layer stood in for (msgspec is missing)" in done.stdout
     text = out.read_text()
     assert "in-process scorer, not the project's Docker verifier" in text
     assert "seeds run: 2 of 2" in text
     for arm in ("static", "flywheel", "both"):
-        assert f"| {arm} | 0 | 0 |" in text and f"| {arm} | 2 | 16 |" in text  # before and after 2 waves
+        assert f"| {arm} | 0 | 0 | 0.0 |" in text and f"| {arm} | 2 | 16 |" in text  # before and after 2 waves
     assert "| flywheel | 2 |" in text.split("Gain over the static pool")[1]
     assert "## Proposer reward r_P over rounds (`both`)" in text and "| 1 |" in text.split("r_P over rounds")[1]
     commands = int(text.split("distinct commands run")[0].rsplit("; ", 1)[1])
@@ -81,3 +81,11 @@ def test_the_dry_run_without_the_bus_packages_writes_every_arm(smollm2_folder, t
 def test_the_device_wrapper_parses():
     done = subprocess.run(["bash", "-n", str(ROOT / "bench/gpu_pools_experiment.sh")], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_scorer_that_cannot_run_commands_stops_the_run(monkeypatch):
+    """Every reward 0 because bash never ran must not pass for a policy that learned nothing."""
+    bench.check_scorer(bench.TINY)  # this machine's scorer works
+    monkeypatch.setattr(bench, "_run_command", lambda command, workdir: None)
+    with pytest.raises(RuntimeError, match="reference solution 0.0"):
+        bench.check_scorer(bench.TINY)
