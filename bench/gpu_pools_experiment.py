@@ -177,13 +177,14 @@ class Shape:
     lr: float = 5e-4
     batch: int = 512
     """Prompts per ``generate`` call."""
-    policy: bootstrap_policy.PolicySpec = bootstrap_policy.PolicySpec(steps=160)
-    """The project's toy policy; twice its steps, as the proposer's answers are taught too."""
+    policy: bootstrap_policy.PolicySpec = bootstrap_policy.PolicySpec()
+    """The project's bootstrap policy (``aes experiment pools``'s default shape)."""
 
 
 TINY = Shape(max_difficulty=2, seeds=2, waves=2, waves_per_round=1, eval_every=2, groups_per_wave=2, group_size=4,
              heldout_per_difficulty=1, eval_k=2, static_pool_size=4, start_per_family=2, assignments_per_round=2,
-             proposals=2, batch=64, policy=bootstrap_policy.PolicySpec(steps=80))
+             proposals=2, batch=64,
+             policy=bootstrap_policy.PolicySpec(hidden_size=64, examples=16, levels=1, steps=80, batch=4))
 
 
 def say(line: str) -> None:
@@ -233,10 +234,14 @@ def proposer_examples(shape: Shape) -> list[tuple[list[dict[str, str]], str]]:
     return out
 
 
-def start_policy(base: Path, shape: Shape, dest: Path) -> Path:
-    """The supervised start every arm shares (written once under ``dest``)."""
+def start_policy(base: Path, shape: Shape, dest: Path, device: str) -> Path:
+    """The supervised start every arm shares (written once under ``dest``): the solver's
+    examples and, repeated to about one pair in nine, the proposer's answers."""
     if not (dest / "config.json").is_file():
-        bootstrap_policy.bootstrap(base, dest, list(shape.families), shape.policy, extra=proposer_examples(shape))
+        proposer = proposer_examples(shape)
+        repeat = max(1, shape.policy.examples // (8 * len(proposer)))
+        bootstrap_policy.bootstrap(base, dest, list(shape.families), shape.policy, extra=proposer * repeat,
+                                   device=device)
     return dest
 
 
@@ -738,7 +743,7 @@ def experiment(shape: Shape, base: Path, device: str, workdir: Path, budget_s: f
     began = time.monotonic()
     check_scorer(shape)
     say(f"bootstrapping the starting policy ({shape.policy.steps} supervised steps)")
-    policy_dir = start_policy(base, shape, workdir / "policy")
+    policy_dir = start_policy(base, shape, workdir / "policy", device)
     say(f"  done in {time.monotonic() - began:.0f} s")
     scorer = Scorer(workers)
     exp = Experiment(shape, policy_dir, device, scorer)

@@ -90,9 +90,10 @@ def proposer_examples(names: list[str], spec: PolicySpec) -> list[tuple[list[dic
     return out
 
 
-def bootstrap(base: Path, dest: Path, names: list[str], spec: PolicySpec = PolicySpec()) -> Path:
+def bootstrap(base: Path, dest: Path, names: list[str], spec: PolicySpec = PolicySpec(), device: str = "cpu") -> Path:
     """Write the bootstrapped policy (a transformers folder) to ``dest``; ``base`` gives the
-    architecture and tokenizer (SmolLM2's)."""
+    architecture and tokenizer (SmolLM2's). ``device``: where the steps run (the same draws on
+    any: the batches are chosen on the CPU)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
@@ -104,7 +105,7 @@ def bootstrap(base: Path, dest: Path, names: list[str], spec: PolicySpec = Polic
                 "num_hidden_layers": spec.layers, "num_attention_heads": spec.heads,
                 "num_key_value_heads": max(1, spec.heads // 2), "head_dim": spec.hidden_size // spec.heads})
     torch.manual_seed(spec.seed)
-    model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).to(device)
 
     def reply_ids(reply: str) -> list[int]:
         return tok.encode(reply, add_special_tokens=False) + [tok.eos_token_id]
@@ -118,6 +119,7 @@ def bootstrap(base: Path, dest: Path, names: list[str], spec: PolicySpec = Polic
     for i, (p, r) in enumerate(seqs):
         ids[i, : len(p) + len(r)] = torch.tensor(p + r)
         labels[i, len(p): len(p) + len(r)] = torch.tensor(r)
+    ids, labels = ids.to(device), labels.to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=spec.lr)
     gen = torch.Generator().manual_seed(spec.seed)
     proposer_gen = torch.Generator().manual_seed(spec.seed + 1)  # leaves the solver's draws as they were
@@ -126,6 +128,7 @@ def bootstrap(base: Path, dest: Path, names: list[str], spec: PolicySpec = Polic
         rows = torch.randperm(solver, generator=gen)[: spec.batch]
         if len(seqs) > solver:
             rows = torch.cat([rows, solver + torch.randperm(len(seqs) - solver, generator=proposer_gen)[: spec.batch]])
+        rows = rows.to(device)
         # Logits at the reply's positions only: the full vocabulary at every prompt token
         # would cost ~50x more. Position t predicts token t + 1.
         mask = labels[rows, 1:] != -100
