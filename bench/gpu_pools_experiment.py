@@ -184,7 +184,7 @@ class Shape:
 TINY = Shape(max_difficulty=2, seeds=2, waves=2, waves_per_round=1, eval_every=2, groups_per_wave=2, group_size=4,
              heldout_per_difficulty=1, eval_k=2, static_pool_size=4, start_per_family=2, assignments_per_round=2,
              proposals=2, batch=64,
-             policy=bootstrap_policy.PolicySpec(hidden_size=64, examples=16, levels=1, steps=80, batch=4))
+             policy=bootstrap_policy.PolicySpec(hidden_size=64, examples=8, levels=1, steps=80, batch=4))
 
 
 def say(line: str) -> None:
