@@ -132,6 +132,7 @@ import torch  # noqa: E402
 from aes_kernels.reference import dppo_loss_reference, token_logprobs_reference  # noqa: E402
 from aes_lib import families  # noqa: E402
 from aes_lib.agents.parse import parse_action  # noqa: E402
+from aes_lib.agents.proposer import parametric_prompt  # noqa: E402
 from aes_lib.families import Instance, Params  # noqa: E402
 from aes_lib.flywheel.calibration import CalibrationRule  # noqa: E402
 from aes_lib.flywheel.planner import direction  # noqa: E402
@@ -144,17 +145,13 @@ ARMS = ("static", "flywheel", "both")
 APP = re.compile(r"(?<![\w./-])/app(?![\w.-])")
 """The task's working directory in the image, as the commands and the tests name it."""
 COMMAND_TIMEOUT_S = 5.0
-PROPOSER_SYSTEM = ("You choose the difficulty of the next training task for a solver. "
-                   "Reply with one line and nothing else: difficulty: N")
-PROPOSER_ANSWER = re.compile(r"difficulty: ?(\d+)")
-PROPOSER_MAX_TOKENS = 8
 
 
 @dataclasses.dataclass(frozen=True)
 class Shape:
     """One experiment's size: bench/pools_experiment.toml's keys, and the lent machine's batch."""
 
-    families: tuple[str, ...] = ("echo-words",)
+    families: tuple[str, ...] = ("echo-words", "pick-first")
     max_difficulty: int = 4
     seeds: int = 8
     arms: tuple[str, ...] = ARMS
@@ -174,7 +171,7 @@ class Shape:
     proposals: int = 4
     max_tokens: int = 32
     temperature: float = 1.0
-    lr: float = 5e-4
+    lr: float = 2e-4
     batch: int = 512
     """Prompts per ``generate`` call."""
     policy: bootstrap_policy.PolicySpec = bootstrap_policy.PolicySpec()
@@ -212,36 +209,11 @@ class Sample:
     text: str
 
 
-def proposer_messages(family: families.Family, parent: int, pass_rate: float | None, move: str) -> list[dict[str, str]]:
-    """The parametric mode's question: the family, its range, the parent and the planner's direction."""
-    seen = "unknown" if pass_rate is None else f"{pass_rate:.2f}"
-    return [{"role": "system", "content": PROPOSER_SYSTEM},
-            {"role": "user", "content": f"Family: {family.name} ({family.summary})\n"
-                                        f"Difficulty range: {family.min_difficulty} to {family.max_difficulty}\n"
-                                        f"Parent difficulty: {parent}\nParent pass rate: {seen}\nDirection: {move}"}]
-
-
-def proposer_examples(shape: Shape) -> list[tuple[list[dict[str, str]], str]]:
-    """The answer format taught at the start: the planner's move of every parent difficulty."""
-    out = []
-    for name in shape.families:
-        f = families.get(name)
-        for d in range(f.min_difficulty, pools.top(f, shape.max_difficulty) + 1):
-            for rate in (0.0, 1.0):
-                move = direction(rate)
-                child = families.moved(f, Params(d, 0), move, 0).difficulty
-                out.append((proposer_messages(f, d, rate, move), f"difficulty: {child}"))
-    return out
-
-
 def start_policy(base: Path, shape: Shape, dest: Path, device: str) -> Path:
     """The supervised start every arm shares (written once under ``dest``): the solver's
-    examples and, repeated to about one pair in nine, the proposer's answers."""
+    examples and the parametric proposer's prompt, as ``aes experiment pools`` teaches them."""
     if not (dest / "config.json").is_file():
-        proposer = proposer_examples(shape)
-        repeat = max(1, shape.policy.examples // (8 * len(proposer)))
-        bootstrap_policy.bootstrap(base, dest, list(shape.families), shape.policy, extra=proposer * repeat,
-                                   device=device)
+        bootstrap_policy.bootstrap(base, dest, list(shape.families), shape.policy, device=device)
     return dest
 
 
@@ -560,20 +532,21 @@ class Experiment:
         prompts = []
         for p in parents:
             f, rate = families.get(p.family), _rate(seen, p, None)
-            ids = chat_prompt_ids(policy.tok, proposer_messages(f, p.params.difficulty, rate, direction(rate)))
+            ids = chat_prompt_ids(policy.tok, parametric_prompt.messages(f, p.params.difficulty, direction(rate), rate))
             prompts += [ids] * self.shape.proposals
-        replies = sample(policy, prompts, PROPOSER_MAX_TOKENS, self.shape.temperature,
+        replies = sample(policy, prompts, parametric_prompt.MAX_TOKENS, self.shape.temperature,
                          _seed(run.seed, "propose", wave), self.shape.batch)
         children: list[Instance | None] = []
         for j, reply in enumerate(replies):
             parent = parents[j // self.shape.proposals]
             f = families.get(parent.family)
-            m = PROPOSER_ANSWER.fullmatch(reply.text.strip())
-            if m and f.min_difficulty <= int(m.group(1)) <= f.max_difficulty:
-                children.append(Instance(f.name, Params(int(m.group(1)), rng.randrange(pools.POOL_SEEDS))))
-            else:
+            try:
+                chosen = parametric_prompt.parse(reply.text, f)
+            except parametric_prompt.ParametricAnswerError:
                 children.append(None)
                 run.broken += 1
+            else:
+                children.append(Instance(f.name, Params(chosen, rng.randrange(pools.POOL_SEEDS))))
         return children, replies
 
     def calibrate(self, policy: Policy, run: Run, children: list[Instance], wave: int) -> list:

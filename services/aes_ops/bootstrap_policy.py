@@ -26,7 +26,7 @@ import random
 from pathlib import Path
 
 from aes_lib import families
-from aes_lib.agents.proposer import parametric
+from aes_lib.agents.proposer import parametric_prompt
 from aes_lib.families import Params
 
 BOOTSTRAP_SEEDS = 1 << 36
@@ -85,8 +85,8 @@ def proposer_examples(names: list[str], spec: PolicySpec) -> list[tuple[list[dic
         f = fams[i % len(fams)]
         pass_rate = None if rng.random() < 0.25 else round(rng.random(), 2)
         direction = "new" if pass_rate is None else "easier" if pass_rate < 0.5 else "harder"
-        msgs = parametric.messages(f, rng.randint(f.min_difficulty, f.max_difficulty), direction, pass_rate)
-        out += [(msgs, parametric.answer(d)) for d in range(f.min_difficulty, f.max_difficulty + 1)]
+        msgs = parametric_prompt.messages(f, rng.randint(f.min_difficulty, f.max_difficulty), direction, pass_rate)
+        out += [(msgs, parametric_prompt.answer(d)) for d in range(f.min_difficulty, f.max_difficulty + 1)]
     return out
 
 

@@ -13,7 +13,7 @@ import pytest
 from replay_server import ReplayServer
 
 from aes_lib import families
-from aes_lib.agents.proposer import parametric, procedural
+from aes_lib.agents.proposer import parametric, parametric_prompt, procedural
 from aes_lib.agents.proposer.baselines import BaselineLimits
 from aes_lib.agents.proposer.boundary import Resources, generate
 from aes_lib.blobstore.filestore import FileBlobStore
@@ -64,22 +64,22 @@ def _sampled(turn) -> None:
 
 
 def test_the_answer_is_one_line_naming_a_difficulty_in_the_familys_range():
-    assert parametric.parse("difficulty: 3", ECHO) == 3
-    assert parametric.parse("  difficulty:  8\n", ECHO) == 8  # spaces around: still the one line
+    assert parametric_prompt.parse("difficulty: 3", ECHO) == 3
+    assert parametric_prompt.parse("  difficulty:  8\n", ECHO) == 8  # spaces around: still the one line
     for text in ("Difficulty: 3", "difficulty: 3 please", "difficulty: three", "3", "difficulty: 3\ndifficulty: 4", ""):
-        with pytest.raises(parametric.ParametricAnswerError) as e:
-            parametric.parse(text, ECHO)
+        with pytest.raises(parametric_prompt.ParametricAnswerError) as e:
+            parametric_prompt.parse(text, ECHO)
         assert e.value.failure == "no_difficulty", text
     for text in ("difficulty: 0", f"difficulty: {ECHO.max_difficulty + 1}"):
-        with pytest.raises(parametric.ParametricAnswerError, match="outside echo-words's") as e:
-            parametric.parse(text, ECHO)
+        with pytest.raises(parametric_prompt.ParametricAnswerError, match="outside echo-words's") as e:
+            parametric_prompt.parse(text, ECHO)
         assert e.value.failure == "difficulty_out_of_range"
-    [system, user] = parametric.messages(ECHO, 3, "harder", 0.75)
-    assert system["content"] == parametric.SYSTEM_PROMPT and "difficulty: N" in system["content"]
+    [system, user] = parametric_prompt.messages(ECHO, 3, "harder", 0.75)
+    assert system["content"] == parametric_prompt.SYSTEM_PROMPT and "difficulty: N" in system["content"]
     for part in (ECHO.name, ECHO.summary, f"{ECHO.min_difficulty} to {ECHO.max_difficulty}", "Parent difficulty: 3",
                  "Parent pass rate: 0.75", "Direction: harder"):
         assert part in user["content"]
-    assert "Parent pass rate: unknown" in parametric.messages(ECHO, 1, "new", None)[1]["content"]
+    assert "Parent pass rate: unknown" in parametric_prompt.messages(ECHO, 1, "new", None)[1]["content"]
 
 
 async def test_the_bootstrapped_policy_chooses_the_instance_it_names(experiment_policy, engine_env, tmp_path):
@@ -99,14 +99,14 @@ async def test_the_bootstrapped_policy_chooses_the_instance_it_names(experiment_
     for a, p in proposals:
         [turn] = p.trajectory.turns
         _sampled(turn)
-        assert p.trajectory.model == "policy" and p.trajectory.messages[0]["content"] == parametric.SYSTEM_PROMPT
+        assert p.trajectory.model == "policy" and p.trajectory.messages[0]["content"] == parametric_prompt.SYSTEM_PROMPT
         assert "Parent difficulty: 3" in p.trajectory.instruction and "Direction: harder" in p.trajectory.instruction
         if p.packed is None:
             assert p.failure in ("no_difficulty", "difficulty_out_of_range") and turn.format_error
             continue
         unpack(p.packed.data, dest := tmp_path / "child" / a.idempotency_key)
         child = families.read_instance(dest)
-        assert child.family == ECHO.name and child.params.difficulty == parametric.parse(turn.reply, ECHO)
+        assert child.family == ECHO.name and child.params.difficulty == parametric_prompt.parse(turn.reply, ECHO)
         assert child.params.seed == procedural.child_seed(a) and p.trajectory.stop_reason == "submitted"
     first = proposals[0][1]
     assert again.trajectory.turns[0].reply == first.trajectory.turns[0].reply
@@ -126,7 +126,7 @@ async def test_a_reply_that_is_no_difficulty_fails_and_keeps_its_sampled_turn(ti
     assert p.packed is None and p.failure == "no_difficulty" == p.trajectory.stop_reason
     [turn] = p.trajectory.turns
     _sampled(turn)
-    assert turn.temperature == 1.0 and len(turn.completion_token_ids) <= parametric.MAX_TOKENS
+    assert turn.temperature == 1.0 and len(turn.completion_token_ids) <= parametric_prompt.MAX_TOKENS
     assert turn.format_error and p.trajectory.format_errors == 1 and "not 'difficulty: N'" in p.trajectory.error
     assert p.trajectory.completion_tokens == len(turn.completion_token_ids)
 
@@ -148,7 +148,7 @@ async def test_an_out_of_range_answer_is_a_proposer_sample_with_reward_0(bus, tm
         svc = await _service(bus, model.url)
         await svc.handle(a, bus)
     [request] = model.requests
-    assert request["max_tokens"] == parametric.MAX_TOKENS and request["seed"] == procedural.child_seed(a)
+    assert request["max_tokens"] == parametric_prompt.MAX_TOKENS and request["seed"] == procedural.child_seed(a)
     [result] = await bus.history(subjects.RESULT_CALIBRATION, CalibrationResult)
     assert result.decision == "rejected" and result.proposer_reward == 0.0
     [verdict] = result.verdicts

@@ -14,7 +14,6 @@ too) and the writing are procedural's.
 from __future__ import annotations
 
 import asyncio
-import re
 import tempfile
 import uuid
 from pathlib import Path
@@ -22,6 +21,7 @@ from pathlib import Path
 from aes_lib import families
 from aes_lib.agents.proposer import procedural
 from aes_lib.agents.proposer.baselines import BaselineLimits
+from aes_lib.agents.proposer.parametric_prompt import MAX_TOKENS, ParametricAnswerError, messages, parse
 from aes_lib.agents.proposer.proposal import Proposal
 from aes_lib.agents.trajectory import record_chat, store_trajectory
 from aes_lib.bundle import PackedBundle
@@ -30,46 +30,6 @@ from aes_proto.messages import Assignment
 from aes_proto.trajectory import Trajectory
 
 MODE = "parametric"
-MAX_TOKENS = 16
-"""The answer is a handful of tokens; a reply that runs longer is no answer (and no long wait)."""
-SYSTEM_PROMPT = ("You choose the difficulty of the next training task for a solver. "
-                 "Reply with one line and nothing else: difficulty: N")
-_ANSWER = re.compile(r"difficulty:[ \t]*(\d+)")
-
-
-class ParametricAnswerError(ValueError):
-    """A reply that is not a difficulty the family accepts; ``failure`` names why."""
-
-    def __init__(self, failure: str, detail: str) -> None:
-        super().__init__(detail)
-        self.failure = failure
-
-
-def messages(family: families.Family, parent_difficulty: int, direction: str,
-             pass_rate: float | None) -> list[dict[str, str]]:
-    """The one prompt (the bootstrap policy is taught on exactly this)."""
-    seen = "unknown" if pass_rate is None else f"{pass_rate:.2f}"
-    user = (f"Family: {family.name} ({family.summary})\n"
-            f"Difficulty range: {family.min_difficulty} to {family.max_difficulty}\n"
-            f"Parent difficulty: {parent_difficulty}\nParent pass rate: {seen}\nDirection: {direction}")
-    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
-
-
-def answer(difficulty: int) -> str:
-    """The reply that chooses ``difficulty``."""
-    return f"difficulty: {difficulty}"
-
-
-def parse(text: str, family: families.Family) -> int:
-    """The difficulty ``text`` chooses; ``ParametricAnswerError`` when it is not one of the family's."""
-    m = _ANSWER.fullmatch(text.strip())
-    if m is None:
-        raise ParametricAnswerError("no_difficulty", f"the reply is not 'difficulty: N': {text[:80]!r}")
-    difficulty = int(m.group(1))
-    if not family.min_difficulty <= difficulty <= family.max_difficulty:
-        raise ParametricAnswerError("difficulty_out_of_range", f"difficulty {difficulty} is outside "
-                                    f"{family.name}'s [{family.min_difficulty}, {family.max_difficulty}]")
-    return difficulty
 
 
 async def _chosen(a: Assignment, client: ChatClient, limits: BaselineLimits, family: families.Family,
