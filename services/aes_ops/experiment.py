@@ -24,6 +24,10 @@ a reward spread (the learner's ``has_signal``: the groups that teach at all) wit
 interval, the difficulties trained on, wall time; where the policy proposes, the mean r_P of each
 round and the proposer samples and updates (``updates`` counts both roles'). ``summarize`` adds per
 arm the mean over seeds and its 95% t interval.
+
+A finished run writes its result into its folder (``result.json``, with the setup it ran under);
+the command run again into the same output folder reuses every finished run of the same setup, so
+an interrupted experiment goes on where it stopped and one given more seeds adds to the last.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import hashlib
 import json
 import os
 import shutil
@@ -38,6 +43,8 @@ import statistics
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+
+import msgspec
 
 from aes_lib.bus import Bus, serve
 from aes_lib.config import Settings
@@ -455,6 +462,43 @@ def prepare_policy(cfg: ExperimentConfig, out: Path, say: Callable[[str], None])
     return dest
 
 
+RESULT = "result.json"
+"""A finished run's outcome and the setup it ran under, written last into its folder."""
+
+
+def _setup(cfg: ExperimentConfig, policy: Path) -> dict:
+    """Everything a run's outcome depends on besides its arm and seed: the experiment's shape
+    (which seeds and arms are asked for aside), the solver, learner and flywheel settings, the
+    engine and the starting policy's weights."""
+    shape = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in ("seeds", "arms")}
+    weights = sorted(policy.glob("*.safetensors"))
+    return json.loads(json.dumps({
+        "experiment": shape, "training": dataclasses.asdict(TrainingConfig.from_env()),
+        "learner": dataclasses.asdict(LearnerConfig.from_env()), "flywheel": dataclasses.asdict(FlywheelConfig.from_env()),
+        "engine": Settings.from_env().engine,
+        "policy": {w.name: hashlib.sha256(w.read_bytes()).hexdigest() for w in weights}}))
+
+
+def _record(home: Path, setup: dict, result: RunResult) -> None:
+    (home / RESULT).write_bytes(msgspec.json.encode(_Record(setup, result)))
+
+
+def _finished(home: Path, setup: dict) -> RunResult | None:
+    """The run a previous invocation finished in ``home`` under ``setup``; None where there is none
+    (or it ran under another setup, or its record does not read: it is run again)."""
+    try:
+        record = msgspec.json.decode((home / RESULT).read_bytes(), type=_Record)
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    return record.result if record.setup == setup else None
+
+
+@dataclasses.dataclass
+class _Record:
+    setup: dict
+    result: RunResult
+
+
 async def run_experiment(cfg: ExperimentConfig, out: Path, say: Callable[[str], None] = print) -> dict:
     """Every arm for every seed, one after another; writes ``out/pools_experiment.json``, its plot
     and its HTML page (``experiment_report.write``) and returns what the JSON holds."""
@@ -465,11 +509,18 @@ async def run_experiment(cfg: ExperimentConfig, out: Path, say: Callable[[str], 
     out.mkdir(parents=True, exist_ok=True)
     began = time.monotonic()
     policy = await asyncio.to_thread(prepare_policy, cfg, out, say)
+    setup = _setup(cfg, policy)
     runs: list[RunResult] = []
     for seed in range(cfg.seeds):
         for arm in cfg.arm_names():
+            home = out / "runs" / f"{arm}-s{seed}"
+            if (done := _finished(home, setup)) is not None:
+                say(f"== {arm}, seed {seed}: finished before under the same setup ({home / RESULT}), reused")
+                runs.append(done)
+                continue
             say(f"== {arm}, seed {seed}")
             runs.append(await run_arm(arm, seed, cfg, policy, out, say))
+            _record(home, setup, runs[-1])
             say(f"   done in {runs[-1].wall_s:.0f} s: {runs[-1].updates} updates, signal groups "
                 f"{runs[-1].signal_groups}/{runs[-1].groups}")
     training = TrainingConfig.from_env()

@@ -1,0 +1,70 @@
+"""A finished pools-experiment run is kept (its result and the setup it ran under) and reused only
+under the same setup, so an interrupted experiment goes on where it stopped."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from aes_lib.flywheel.experiment import ExperimentConfig
+from aes_ops import experiment
+from aes_ops.experiment import EvalPoint, RunResult
+from aes_ops.experiment_cost import Cost, Spend
+
+
+def _policy(tmp_path: Path) -> Path:
+    folder = tmp_path / "policy"
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes(b"weights")
+    return folder
+
+
+def _result() -> RunResult:
+    r = RunResult(arm="flywheel", seed=1, updates=7, groups=16, signal_groups=9, proposer_reward=[0.5, 0.25])
+    r.points.append(EvalPoint(wave=4, training_rollouts=64, updates=7, policy_version=7, mean_reward=0.53,
+                              ci95=[0.4, 0.66], pass_rate=0.28, by_difficulty={"echo-words/d1": 0.9}, failed_tasks=0))
+    r.cost = Cost(training=Spend(rollouts=128, container_s=40.5, tokens=2000), selection=Spend(rollouts=40))
+    r.phase_s = {"training": 300.0, "evaluation": 60.0}
+    return r
+
+
+def test_a_finished_run_is_reused_under_the_same_setup(tmp_path, monkeypatch):
+    monkeypatch.setenv("AES_LEARNER_LR", "2e-4")
+    policy, home = _policy(tmp_path), tmp_path / "runs" / "flywheel-s1"
+    home.mkdir(parents=True)
+    cfg = ExperimentConfig(seeds=3, arms="static,flywheel")
+    setup = experiment._setup(cfg, policy)
+    experiment._record(home, setup, _result())
+    assert experiment._finished(home, setup) == _result()
+    # Asking for more seeds or fewer arms is the same setup: the finished runs count.
+    assert experiment._finished(home, experiment._setup(ExperimentConfig(seeds=8, arms="flywheel"), policy)) == _result()
+
+
+@pytest.mark.parametrize("change", ["lr", "waves", "weights"])
+def test_a_run_of_another_setup_is_run_again(tmp_path, monkeypatch, change):
+    monkeypatch.setenv("AES_LEARNER_LR", "2e-4")
+    policy, home = _policy(tmp_path), tmp_path / "run"
+    home.mkdir()
+    experiment._record(home, experiment._setup(ExperimentConfig(), policy), _result())
+    cfg = ExperimentConfig()
+    if change == "lr":
+        monkeypatch.setenv("AES_LEARNER_LR", "1e-3")
+    elif change == "waves":
+        cfg = ExperimentConfig(waves=12)
+    else:
+        (policy / "model.safetensors").write_bytes(b"other weights")
+    assert experiment._finished(home, experiment._setup(cfg, policy)) is None
+
+
+def test_an_unreadable_or_missing_record_is_no_finished_run(tmp_path):
+    policy, home = _policy(tmp_path), tmp_path / "run"
+    home.mkdir()
+    setup = experiment._setup(ExperimentConfig(), policy)
+    assert experiment._finished(home, setup) is None  # a run that crashed before writing it
+    experiment._record(home, setup, _result())
+    text = (home / experiment.RESULT).read_bytes()
+    (home / experiment.RESULT).write_bytes(text[: len(text) // 2])
+    assert experiment._finished(home, setup) is None
+    (home / experiment.RESULT).write_bytes(text.replace(b'"updates":7', b'"updates":"seven"'))
+    assert experiment._finished(home, setup) is None
