@@ -6,7 +6,6 @@ tiny model on the torch engine; the replay server scripts an out-of-range answer
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,6 @@ from aes_lib.models import ChatClient
 from aes_lib.models.torch_serve import serve
 from aes_proto import subjects
 from aes_proto.messages import Assignment, CalibrationResult, Lineage
-from aes_services.proposer import ProposerService
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -131,21 +129,13 @@ async def test_a_reply_that_is_no_difficulty_fails_and_keeps_its_sampled_turn(ti
     assert p.trajectory.completion_tokens == len(turn.completion_token_ids)
 
 
-async def _service(bus, url: str) -> ProposerService:
-    bus.settings = dataclasses.replace(bus.settings, model_url=url, model="replay", proposer_model_url=url,
-                                       proposer_model="replay")
-    svc = ProposerService()
-    await svc.setup(bus)
-    return svc
-
-
-async def test_an_out_of_range_answer_is_a_proposer_sample_with_reward_0(bus, tmp_path):
+async def test_an_out_of_range_answer_is_a_proposer_sample_with_reward_0(bus, tmp_path, proposer_service):
     """Unlike a procedural failure, the episode travels with the result: proposer-samples turns it
     into the learner's ``role="proposer"`` sample with r_P 0."""
     env_id, ref = _parent(bus.blobs, tmp_path)
     a = _assignment(env_id, ref, "r1-000-a1", group_id="r1-000", group_size=2)
     with ReplayServer([f"difficulty: {ECHO.max_difficulty + 4}"]) as model:
-        svc = await _service(bus, model.url)
+        svc = await proposer_service(model.url)
         await svc.handle(a, bus)
     [request] = model.requests
     assert request["max_tokens"] == parametric_prompt.MAX_TOKENS and request["seed"] == procedural.child_seed(a)

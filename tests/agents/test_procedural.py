@@ -3,7 +3,6 @@ instance is written without a model, and the candidate takes the bus path a mode
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import nats.errors
@@ -22,7 +21,6 @@ from aes_proto import subjects
 from aes_proto.codec import decode
 from aes_proto.messages import Assignment, CalibrationResult, CandidateEnv, Lineage, ValidationResult
 from aes_proto.records import EnvHistory, PoolEntry, RolloutRecord
-from aes_services.proposer import ProposerService
 from aes_services.validator import ValidatorService
 
 SEED_TASK = Path(__file__).resolve().parents[2] / "seeds" / "csv-sales-rollup"
@@ -135,19 +133,11 @@ async def _taken(bus, subject: str, type_):
     return decode(msgs[0].data, type_)
 
 
-async def _service(bus, url: str) -> ProposerService:
-    bus.settings = dataclasses.replace(bus.settings, model_url=url, model="replay", proposer_model_url=url,
-                                       proposer_model="replay")
-    svc = ProposerService()
-    await svc.setup(bus)
-    return svc
-
-
 @pytest.mark.docker
-async def test_the_proposer_service_publishes_a_procedural_candidate_the_validator_admits(bus, tmp_path):
+async def test_the_proposer_service_publishes_a_procedural_candidate_the_validator_admits(bus, tmp_path, proposer_service):
     env_id, ref = _parent(bus.blobs, tmp_path, "echo-words", 2)
     with ReplayServer([]) as model:  # a model is configured, and must never be asked
-        svc = await _service(bus, model.url)
+        svc = await proposer_service(model.url)
         await svc.handle(_assignment(env_id, ref, direction="harder"), bus)
     assert model.requests == []
 
@@ -168,10 +158,10 @@ async def test_the_proposer_service_publishes_a_procedural_candidate_the_validat
     assert (result.oracle_reward, result.nop_reward) == (1.0, 0.0)
 
 
-async def test_a_parent_no_family_wrote_is_a_recorded_failure(bus, tmp_path):
+async def test_a_parent_no_family_wrote_is_a_recorded_failure(bus, tmp_path, proposer_service):
     env_id, ref = _stored(bus.blobs, SEED_TASK)
     with ReplayServer([]) as model:
-        svc = await _service(bus, model.url)
+        svc = await proposer_service(model.url)
         await svc.handle(_assignment(env_id, ref), bus)
     assert model.requests == []
     [result] = await bus.history(subjects.RESULT_CALIBRATION, CalibrationResult)
