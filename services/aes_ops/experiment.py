@@ -404,9 +404,31 @@ def paired(runs: list[RunResult], arm: str, baseline: str) -> list[dict]:
     return rows
 
 
+def _family_mean(point: EvalPoint, family: str | None) -> float | None:
+    """Held-out mean reward at ``point``, overall (None) or over one family's difficulties."""
+    if family is None:
+        return point.mean_reward
+    mine = [v for k, v in point.by_difficulty.items() if k.rsplit("/d", 1)[0] == family]
+    return statistics.fmean(mine) if mine else None
+
+
+def gains(runs: list[RunResult]) -> list[dict]:
+    """Learning within an arm: held-out mean reward at the last point minus before training, seed
+    by seed (the same held-out draws), overall and per family, with the mean and its 95% t interval."""
+    names = sorted({k.rsplit("/d", 1)[0] for r in runs for p in r.points for k in p.by_difficulty})
+    rows = []
+    for family in [None, *names]:
+        diffs = [last - first for r in runs if len(r.points) > 1
+                 and None not in (first := _family_mean(r.points[0], family), last := _family_mean(r.points[-1], family))]
+        rows.append({"family": family or "all", "seeds": len(diffs), "gain": statistics.fmean(diffs) if diffs else None,
+                     "ci95": list(ci) if (ci := t_interval(diffs, bounds=(-1.0, 1.0))) else None})
+    return rows
+
+
 def summarize(runs: list[RunResult]) -> dict[str, dict]:
     """Per arm: held-out mean reward and pass rate at each evaluation point over seeds (mean, 95%
-    t interval over seeds when there are 2+), the paired difference from the first arm, signal-carrying
+    t interval over seeds when there are 2+), the paired difference from the first arm, the gain since
+    before training (overall and per family), signal-carrying
     groups pooled over seeds and the cost per signal, the mean r_P of each round over the seeds that
     reached it and the proposer samples and updates per run."""
     from aes_lib.flywheel.status import wilson
@@ -431,6 +453,7 @@ def summarize(runs: list[RunResult]) -> dict[str, dict]:
         arms[arm] = {"points": rows, "signal_fraction": k / n if n else 0.0, "signal_ci95": list(wilson(k, n)),
                      "cost": per_unit([r.cost for r in mine], sum(r.admitted for r in mine), k),
                      "versus": order[0], "paired": paired(runs, arm, order[0]) if arm != order[0] else [],
+                     "gain": gains(mine),
                      "groups": n, "updates": statistics.fmean(r.updates for r in mine),
                      "selection_rollouts": sum(sum(r.selection_rollouts.values()) for r in mine) / len(mine),
                      "wall_s": statistics.fmean(r.wall_s for r in mine),

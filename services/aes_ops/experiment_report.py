@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from aes_lib import families
 from aes_ops.experiment_cost import MEASURES
 from aes_ops.figures import img, page, png, pyplot
 
@@ -74,6 +75,8 @@ def sections(report: dict) -> list[Section]:
     versus = [(arm, data["versus"], str(q["wave"]), str(q["seeds"]), _signed(q["difference"]),
                interval(q["ci95"]), number(q["sd"]), number(q["detectable"]))
               for arm, data in report["arms"].items() for q in data["paired"]]
+    gain = [(arm, _family(g["family"]), str(g["seeds"]), _signed(g["gain"]), interval(g["ci95"]))
+            for arm, data in report["arms"].items() for g in data["gain"]]
     cost = [(arm, unit.replace("_", " "), *(number(c[m]) if m != "rollouts" else _count(c[m]) for m in MEASURES))
             for arm, data in report["arms"].items() for unit, c in data["cost"].items()]
     phases = [(arm, *(f"{data['phase_s'].get(k, 0.0):.0f}" for k in PHASES), f"{data['wall_s']:.0f}")
@@ -94,6 +97,11 @@ def sections(report: dict) -> list[Section]:
                 "then the mean over seeds with its 95% t interval. Detectable: the smallest true difference that many "
                 "seeds find with 80% power at the observed sd (aes_ops.power); an interval excluding 0 separates the arms.",
                 ("arm", "minus", "wave", "seeds", "difference", "95% CI", "sd over seeds", "detectable (80%)"), versus),
+        Section("Learning within each arm",
+                "Held-out mean reward at the last point minus before training, seed by seed, then the mean over "
+                "seeds with its 95% t interval; per family, over that family's held-out difficulties. A curriculum "
+                "family's difficulty steps build on each other; a control's do not.",
+                ("arm", "held-out", "seeds", "gain", "95% CI"), gain),
         Section("Groups that carry a learning signal (a reward spread), per arm",
                 "Training groups pooled over seeds; 95% Wilson interval. Selection rollouts: solver runs the flywheel "
                 "spent choosing environments (calibration, pool review), per run, on top of the training budget.",
@@ -118,6 +126,16 @@ def sections(report: dict) -> list[Section]:
                   "answer); proposer samples sent to the learner and the updates on proposer groups, per run.",
                   ("arm", "seed", "mean r_P per round", "proposer samples", "proposer updates"), proposer)]
          if proposer else [])
+
+
+def _family(name: str) -> str:
+    """A family's name and kind, "all" as it is."""
+    if name == "all":
+        return name
+    try:
+        return f"{name} ({'curriculum' if families.get(name).curriculum else 'control'})"
+    except families.FamilyError:  # a report read back where the family's package is not installed
+        return name
 
 
 def proposer_rewards(per_round: Sequence[float]) -> str:

@@ -17,7 +17,8 @@ from aes_ops.experiment_report import markdown, write
 
 def _run(arm: str, seed: int, rewards: list[float], signal: int, admitted: int = 0) -> RunResult:
     points = [EvalPoint(wave=2 * i, training_rollouts=16 * i, updates=i, policy_version=i, mean_reward=r,
-                        ci95=[max(0.0, r - 0.1), min(1.0, r + 0.1)], pass_rate=r / 2, by_difficulty={"f/d1": r},
+                        ci95=[max(0.0, r - 0.1), min(1.0, r + 0.1)], pass_rate=r / 2,
+                        by_difficulty={"echo-words/d1": r, "echo-words/d2": r / 2, "pick-first/d1": 0.5},
                         failed_tasks=0) for i, r in enumerate(rewards)]
     return RunResult(arm=arm, seed=seed, points=points, training_rollouts=32, groups=8, signal_groups=signal,
                      updates=signal, trained_difficulty=[1.0, 2.0], wall_s=100.0 + seed, admitted=admitted,
@@ -59,6 +60,22 @@ def test_arms_are_compared_seed_by_seed():
     assert last["detectable"] > 1.0  # two seeds cannot resolve a difference of 0.1
 
 
+def test_learning_within_an_arm_is_seed_by_seed_overall_and_per_family():
+    """Flywheel: 0.1 -> 0.4 and 0.3 -> 0.6; its echo-words half of that (d2 is half of d1), pick-first
+    flat. Static: +0.1 and -0.1."""
+    arms = _report()["arms"]
+    overall, echo, pick = arms["flywheel"]["gain"]
+    assert (overall["family"], overall["seeds"], overall["gain"]) == ("all", 2, pytest.approx(0.3))
+    assert overall["ci95"] == pytest.approx([0.3, 0.3])  # the same gain on both seeds
+    assert (echo["family"], echo["gain"]) == ("echo-words", pytest.approx(0.225))
+    assert (pick["family"], pick["gain"]) == ("pick-first", pytest.approx(0.0))
+    static = arms["static"]["gain"][0]
+    assert static["gain"] == pytest.approx(0.0) and static["ci95"][0] < -0.5 and static["ci95"][1] > 0.5
+    text = markdown(_report(), "2 cores", "2026-12-01", "aes experiment pools")
+    assert "| flywheel | echo-words (curriculum) | 2 | +0.225 |" in text
+    assert "| flywheel | pick-first (control) | 2 | +0.000 |" in text and "| static | all | 2 | +0.000 |" in text
+
+
 def test_cost_is_per_admitted_task_and_per_signal_group():
     """Selection spending over admissions; all spending over the groups with a reward spread."""
     arms = _report()["arms"]
@@ -78,14 +95,14 @@ def test_page_carries_the_plot_and_every_table(tmp_path: Path):
     html = page.read_text()
     [embedded] = re.findall(r'src="data:image/png;base64,([^"]+)"', html)
     assert base64.b64decode(embedded) == png.read_bytes()
-    assert html.count("<table>") == 6
+    assert html.count("<table>") == 7
     assert "<td>flywheel</td><td>2</td><td>16</td><td>1.0</td><td>0.500</td>" in html  # the last evaluation point
     assert "<td>flywheel</td><td>16</td><td>11</td><td>0.688</td>" in html  # signal groups pooled over seeds
 
 
 def test_markdown_renders_the_same_sections():
     text = markdown(_report(), "2 cores", "2026-12-01", "aes experiment pools")
-    assert text.count("\n## ") == 6 and "- total wall time: 404 s" in text
+    assert text.count("\n## ") == 7 and "- total wall time: 404 s" in text
     assert "| flywheel | static | 2 | 2 | +0.300 |" in text
     assert "| flywheel | per admitted task | 8.0 | 20.000 | 80.000 |" in text
     assert "| static | 10 | 30 | 50 | 10 | 100 |" in text  # seconds per run, seeds 0 and 1 averaged
