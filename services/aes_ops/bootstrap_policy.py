@@ -55,7 +55,7 @@ class PolicySpec:
 
 def solver_prompt_ids(tokenizer, instruction: str) -> list[int]:
     """The prompt the solver sends for ``instruction``, as the engine tokenizes it."""
-    from aes_lib.agents.solver import SYSTEM_PROMPT
+    from aes_lib.agents.solver_prompt import SYSTEM_PROMPT
     from aes_lib.models.engine import chat_prompt_ids
 
     return chat_prompt_ids(tokenizer, [{"role": "system", "content": SYSTEM_PROMPT},
