@@ -146,20 +146,21 @@ def proposer_rewards(per_round: Sequence[float]) -> str:
 def plot(report: dict) -> bytes:
     """Held-out mean reward per arm over training rollouts, with the intervals over seeds, as PNG."""
     fig, (ax, dx) = pyplot().subplots(1, 2, figsize=(11, 4))
-    for arm, data in report["arms"].items():
+    for i, (arm, data) in enumerate(report["arms"].items()):
+        colour = f"C{i}"  # an arm's colour is the same in both panels
         pts = [q for q in data["paired"] if q["difference"] is not None]
         if pts:
             x = [q["training_rollouts"] for q in pts]
-            dx.plot(x, [q["difference"] for q in pts], marker="o", label=f"{arm} - {data['versus']}")
+            dx.plot(x, [q["difference"] for q in pts], marker="o", color=colour, label=f"{arm} - {data['versus']}")
             dx.fill_between(x, [q["ci95"][0] if q["ci95"] else q["difference"] for q in pts],
-                            [q["ci95"][1] if q["ci95"] else q["difference"] for q in pts], alpha=0.2)
+                            [q["ci95"][1] if q["ci95"] else q["difference"] for q in pts], color=colour, alpha=0.2)
         pts = [p for p in data["points"] if p["mean_reward"] is not None]
         x = [p["training_rollouts"] for p in pts]
         y = [p["mean_reward"] for p in pts]
-        ax.plot(x, y, marker="o", label=f"{arm} (signal groups {data['signal_fraction']:.0%})")
+        ax.plot(x, y, marker="o", color=colour, label=f"{arm} (signal groups {data['signal_fraction']:.0%})")
         lo = [p["ci95"][0] if p["ci95"] else p["mean_reward"] for p in pts]
         hi = [p["ci95"][1] if p["ci95"] else p["mean_reward"] for p in pts]
-        ax.fill_between(x, lo, hi, alpha=0.2)
+        ax.fill_between(x, lo, hi, color=colour, alpha=0.2)
     ax.set(xlabel="training rollouts", ylabel="held-out mean reward", ylim=(0, 1),
            title="held-out mean reward (95% interval over seeds)")
     ax.legend()
