@@ -20,11 +20,15 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aes_lib.config import STACK_FILE, Settings, parse_fields, sourced
 from aes_ops.localinfra import BinaryNotFoundError, find_binary, free_ports
+
+if TYPE_CHECKING:
+    from aes_lib.bus import Bus
 
 START_TIMEOUT = 30.0
 """Seconds to wait for nats-server to report its port, and for a cluster to elect its
@@ -185,34 +189,38 @@ def _await_port(proc: subprocess.Popen, ndir: Path, log: Path) -> tuple[int, str
 def _await_jetstream(settings: Settings) -> None:
     """Create the streams once JetStream answers: a new cluster elects its leader (and
     refuses JetStream requests) for a few seconds after its servers listen."""
+    _run(_on_bus(settings, None))
+
+
+async def _on_bus(settings: Settings, action: Callable[[Bus], Awaitable[object]] | None) -> object:
+    """``action(bus)`` on a fresh connection, retried until ``START_TIMEOUT`` while JetStream
+    refuses or times out: a cluster's stream can be between leaders for a few seconds (longer
+    on a loaded machine), and ``up``'s writes are idempotent."""
     import asyncio
 
     import nats.errors
 
     from aes_lib.bus import Bus
 
-    async def wait() -> None:
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
-            try:
-                await (await Bus.connect(settings, name="aes-up")).close()
-                return
-            except nats.errors.Error as e:  # JetStream's 503s and timeouts alike
-                if time.monotonic() > deadline:
-                    raise StackError(f"JetStream at {settings.nats_url} not ready within {START_TIMEOUT:.0f} s: {e}")
-                await asyncio.sleep(0.2)
-
-    _run(wait())
+    deadline = time.monotonic() + START_TIMEOUT
+    while True:
+        try:
+            async with await Bus.connect(settings, name="aes-up") as bus:
+                return None if action is None else await action(bus)
+        except nats.errors.Error as e:  # JetStream's 503s, "no response from stream" and timeouts alike
+            if time.monotonic() > deadline:
+                raise StackError(f"JetStream at {settings.nats_url} not ready within {START_TIMEOUT:.0f} s: {e}") from e
+            await asyncio.sleep(0.2)
 
 
-def _run(coro) -> None:
+def _run(coro) -> object:
     """Run ``coro`` to the end on a loop of its own thread: ``up`` is synchronous, and its
     callers include coroutines (tests, ``aes run``) whose loop is already running."""
     import asyncio
     import concurrent.futures
 
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="aes-up") as pool:
-        pool.submit(asyncio.run, coro).result()
+        return pool.submit(asyncio.run, coro).result()
 
 
 def _start_model(home: Path, engine: str, env: Mapping[str, str], part: str = "model") -> tuple[int, str]:
@@ -338,17 +346,10 @@ def up(settings: Settings, services: Mapping[str, str] | None = None, model: boo
 
 def _register_default_index(settings: Settings) -> str:
     """Register the bundled held-out index unless one is registered (the user's own stays)."""
-    from aes_lib.bus import Bus
     from aes_ops.contamination import register_default
 
-    now: list[bool] = []
-
-    async def go() -> None:
-        async with await Bus.connect(settings, name="aes-up") as bus:
-            now.append(await register_default(bus))
-
-    _run(go())
-    return "registered the bundled Terminal-Bench index" if now[0] else "keeping the registered index"
+    registered = _run(_on_bus(settings, register_default))
+    return "registered the bundled Terminal-Bench index" if registered else "keeping the registered index"
 
 
 def _check_route(settings: Settings) -> None:

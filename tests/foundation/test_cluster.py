@@ -4,6 +4,7 @@ mid-run: a service keeps consuming and every input gets exactly one effect."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import signal
 from collections import Counter
@@ -92,3 +93,22 @@ async def test_stream_leader_killed_midway(cluster: Settings, tmp_path: Path, ru
         worker.terminate()
         assert worker.wait(30) == 0, (tmp_path / "worker.log").read_text()[-3000:]
         await bus.close()
+
+
+async def test_up_registers_the_index_through_a_cluster_without_quorum_for_a_while(cluster: Settings) -> None:
+    """``up``'s write once failed with "no response from stream" on a loaded machine (a stream
+    between leaders). With two of three servers stopped for longer than a request's timeout,
+    the registration retries until they are back, instead of failing the whole ``up``."""
+    state = stack.StackState.load(cluster.home)
+    assert state is not None
+    one = dataclasses.replace(cluster, nats_url=cluster.nats_url.split(",")[0])  # the server left running
+    for pid in state.nats[1:]:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        done = asyncio.get_running_loop().run_in_executor(None, stack._register_default_index, one)
+        await asyncio.sleep(8)  # past the 5 s JetStream request timeout: the first try has failed
+        assert not done.done()
+    finally:
+        for pid in state.nats[1:]:
+            os.kill(pid, signal.SIGCONT)
+    assert await done == "keeping the registered index"  # up registered it; the retry did not replace it
