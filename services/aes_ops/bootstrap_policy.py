@@ -46,6 +46,9 @@ class PolicySpec:
     """Difficulty levels from each family's easiest that the bootstrap shows."""
     proposer_contexts: int = 16
     """Parametric proposer prompts, each taught with every answer in its range (0: a solver-only policy)."""
+    near_miss_share: float = 0.0
+    """Share of solver examples answered with the family's ``near_miss`` instead of its reference
+    solution (where it has one): the start then holds a choice that RL can settle."""
     steps: int = 600
     lr: float = 3e-3
     batch: int = 8
@@ -63,15 +66,18 @@ def solver_prompt_ids(tokenizer, instruction: str) -> list[int]:
 
 
 def examples(names: list[str], spec: PolicySpec) -> list[tuple[str, str]]:
-    """(instruction, reply) pairs: the reference solution as one fenced command."""
+    """(instruction, reply) pairs: the reference solution (or, for ``near_miss_share`` of them, the
+    family's near miss) as one fenced command."""
     rng = random.Random(f"bootstrap/{spec.seed}")
+    miss_rng = random.Random(f"bootstrap-near-miss/{spec.seed}")  # leaves the instances' draws as they were
     fams = [families.get(n) for n in names]
     out = []
     for i in range(spec.examples):
         f = fams[i % len(fams)]
         d = rng.randint(f.min_difficulty, min(f.max_difficulty, f.min_difficulty + spec.levels - 1))
         task = f.instance(Params(d, BOOTSTRAP_SEEDS + i))
-        out.append((task.instruction, f"```bash\n{' && '.join(task.solution.splitlines())}\n```"))
+        command = task.near_miss if task.near_miss and miss_rng.random() < spec.near_miss_share else task.solution
+        out.append((task.instruction, f"```bash\n{' && '.join(command.splitlines())}\n```"))
     return out
 
 

@@ -62,6 +62,8 @@ class EvalOptions:
     max_turns: int = LoopLimits.max_turns
     max_tokens: int = LoopLimits.max_tokens
     """Completion tokens per model call."""
+    temperature: float = LoopLimits.temperature
+    """Sampling temperature of every attempt."""
     policy_version: int | None = None
     """The learner's published version to load into a private engine (0: base weights)."""
     seed: int | None = None
@@ -184,7 +186,7 @@ async def _attempts(tasks: list[tuple[TaskResult, object]], url: str, model: str
     client = chat_client(settings, url=url, model=model)
     await client.probe()  # an unreachable endpoint or a refused key fails the run, not each task
     images = ImageCache(kinds=DomainKinds())
-    limits = LoopLimits(max_turns=options.max_turns, max_tokens=options.max_tokens)
+    limits = LoopLimits(max_turns=options.max_turns, max_tokens=options.max_tokens, temperature=options.temperature)
     gate = asyncio.Semaphore(options.concurrency)
     run = uuid.uuid4().hex[:8]
 

@@ -225,7 +225,8 @@ async def _heldout_point(settings: Settings, held: list[Instance], folders: list
     # random numbers, so a difference between them is the policy's, not the sampler's.
     with result.timing("evaluation"):
         report = await evaluate(folders, settings, EvalOptions(k=cfg.eval_k, concurrency=4, max_turns=training.max_turns,
-                                                               max_tokens=training.max_tokens, seed=result.seed))
+                                                               max_tokens=training.max_tokens,
+                                                               temperature=training.temperature, seed=result.seed))
     level: dict[str, list[float]] = {}
     attempts: list[float] = []
     for inst, task in zip(held, report["tasks"]):
@@ -481,7 +482,8 @@ def prepare_policy(cfg: ExperimentConfig, out: Path, say: Callable[[str], None])
             f"of the {cfg.bootstrap_levels} easiest difficulties, and the parametric proposer's prompt)")
         bootstrap(bundled_base_model(Settings.from_env().home), dest, cfg.family_names(),
                   PolicySpec(hidden_size=cfg.bootstrap_width, examples=cfg.bootstrap_examples,
-                             levels=cfg.bootstrap_levels, steps=cfg.bootstrap_steps))
+                             levels=cfg.bootstrap_levels, steps=cfg.bootstrap_steps,
+                             near_miss_share=cfg.bootstrap_near_miss))
     return dest
 
 

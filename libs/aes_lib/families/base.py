@@ -56,6 +56,9 @@ class TaskSpec:
     """solve.sh's body after the shebang (bash, ``set -euo pipefail``)."""
     tests: str
     """tests/test_task.py: pytest checks of the end state, one test per unit of credit."""
+    near_miss: str = ""
+    """A command a learner plausibly writes instead (bash; empty: none): it scores on some
+    instances and not on others, so a policy shown it beside ``solution`` has a choice to settle."""
 
 
 class Family(ABC):

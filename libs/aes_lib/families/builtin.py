@@ -51,6 +51,7 @@ class EchoWords(Family):
                         f"in this order and nothing else:\n\n{listing}\n",
             description=f"Write {difficulty} given word(s) to a file, one per line.",
             solution=f"printf '%s\\n' {' '.join(words)} > {ANSWER}",
+            near_miss=f"echo {' '.join(words)} > {ANSWER}",  # one line: right for one word only
             tests=_tests("Each word on its own line, in order; no other lines.", {"WORDS": words}, _ANSWER_LINES + '''
 
 @pytest.mark.parametrize("index", range(len(WORDS)))

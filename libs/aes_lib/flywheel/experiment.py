@@ -64,6 +64,9 @@ class ExperimentConfig:
     bootstrap_levels: int = 2
     """Difficulties the bootstrap sees, from each family's easiest: above them the policy
     starts near 0, so there is a step to climb."""
+    bootstrap_near_miss: float = 0.0
+    """Share of the bootstrap's examples answered with the family's near miss (``TaskSpec.near_miss``)
+    instead of its reference solution: a start that holds a choice RL can settle."""
     round_timeout_s: float = 1800.0
     """How long a flywheel round may take before the run moves on (reported)."""
 
@@ -80,6 +83,8 @@ class ExperimentConfig:
                                         "eval_k, static_pool_size and start_per_family must be >= 1")
         if self.max_difficulty < 0 or self.bootstrap_steps < 0:
             raise ExperimentConfigError("max_difficulty and bootstrap_steps must be >= 0")
+        if not 0.0 <= self.bootstrap_near_miss <= 1.0:
+            raise ExperimentConfigError(f"bootstrap_near_miss must be in [0, 1], got {self.bootstrap_near_miss}")
         if min(self.bootstrap_width, self.bootstrap_examples, self.bootstrap_levels) < 1 or self.bootstrap_width % 4:
             raise ExperimentConfigError("bootstrap_examples and bootstrap_levels must be >= 1, bootstrap_width a "
                                         "positive multiple of 4 (its attention heads)")
