@@ -169,13 +169,15 @@ class Shape:
     assignments_per_round: int = 8
     """Children calibrated per round; ``both`` makes them as groups of ``proposals`` per parent."""
     proposals: int = 4
-    max_tokens: int = 32
-    temperature: float = 1.0
-    lr: float = 2e-4
+    max_tokens: int = 40
+    temperature: float = 0.5
+    """Of training and of the held-out attempts, as in bench/pools_experiment.toml (its part 5)."""
+    lr: float = 5e-4
     batch: int = 512
     """Prompts per ``generate`` call."""
-    policy: bootstrap_policy.PolicySpec = bootstrap_policy.PolicySpec()
-    """The project's bootstrap policy (``aes experiment pools``'s default shape)."""
+    policy: bootstrap_policy.PolicySpec = bootstrap_policy.PolicySpec(near_miss_share=0.5)
+    """The project's bootstrap policy, shown echo-words' near miss in half its examples as
+    bench/pools_experiment.toml's is."""
 
 
 TINY = Shape(max_difficulty=2, seeds=2, waves=2, waves_per_round=1, eval_every=2, groups_per_wave=2, group_size=4,

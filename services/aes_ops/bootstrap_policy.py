@@ -22,6 +22,7 @@ arm starts from this one policy, so the arms stay paired.
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
 from pathlib import Path
 
@@ -145,4 +146,21 @@ def bootstrap(base: Path, dest: Path, names: list[str], spec: PolicySpec = Polic
         opt.step()
     model.save_pretrained(dest)
     tok.save_pretrained(dest)
+    (dest / RECIPE).write_text(json.dumps(recipe(names, spec)))
     return dest
+
+
+RECIPE = "bootstrap.json"
+"""What a bootstrapped folder was made from (``recipe``), written beside its weights."""
+
+
+def recipe(names: list[str], spec: PolicySpec) -> dict:
+    return {"families": list(names), "spec": dataclasses.asdict(spec)}
+
+
+def made_from(folder: Path, names: list[str], spec: PolicySpec) -> bool:
+    """Whether ``folder`` holds a bootstrap made from ``names`` and ``spec``."""
+    try:
+        return json.loads((folder / RECIPE).read_text()) == recipe(names, spec) and (folder / "config.json").is_file()
+    except (OSError, ValueError):
+        return False

@@ -268,6 +268,7 @@ async def evaluate(folders: list[Path], settings: Settings, options: EvalOptions
         "ci95": list(summary.ci95) if summary.ci95 else None,
         "k": options.k,
         "seed": options.seed,
+        "temperature": options.temperature,
         "n_tasks": summary.n_tasks,
         "policy_version": served["version"] if served else "unknown",
         "sampled_versions": sorted(set().union(*(r.versions for r in results))),

@@ -467,23 +467,24 @@ def summarize(runs: list[RunResult]) -> dict[str, dict]:
 
 
 def prepare_policy(cfg: ExperimentConfig, out: Path, say: Callable[[str], None]) -> Path:
-    """The starting policy's folder: the configured one, or the bootstrap written once under ``out``."""
+    """The starting policy's folder: the configured one, or the bootstrap written under ``out``
+    (made again when the bootstrap settings changed since)."""
     if cfg.policy != "bootstrap":
         folder = Path(cfg.policy)
         if not (folder / "config.json").is_file():
             raise ExperimentError(f"AES_EXPERIMENT_POLICY: {folder} is not a transformers model folder (no config.json)")
         return folder
     from aes_lib.learner.base_model import bundled_base_model
-    from aes_ops.bootstrap_policy import PolicySpec, bootstrap
+    from aes_ops.bootstrap_policy import PolicySpec, bootstrap, made_from
 
     dest = out / "policy"
-    if not (dest / "config.json").is_file():
+    spec = PolicySpec(hidden_size=cfg.bootstrap_width, examples=cfg.bootstrap_examples, levels=cfg.bootstrap_levels,
+                      steps=cfg.bootstrap_steps, near_miss_share=cfg.bootstrap_near_miss)
+    if not made_from(dest, cfg.family_names(), spec):
         say(f"bootstrapping the policy ({cfg.bootstrap_steps} supervised steps on {cfg.bootstrap_examples} instances "
             f"of the {cfg.bootstrap_levels} easiest difficulties, and the parametric proposer's prompt)")
-        bootstrap(bundled_base_model(Settings.from_env().home), dest, cfg.family_names(),
-                  PolicySpec(hidden_size=cfg.bootstrap_width, examples=cfg.bootstrap_examples,
-                             levels=cfg.bootstrap_levels, steps=cfg.bootstrap_steps,
-                             near_miss_share=cfg.bootstrap_near_miss))
+        shutil.rmtree(dest, ignore_errors=True)
+        bootstrap(bundled_base_model(Settings.from_env().home), dest, cfg.family_names(), spec)
     return dest
 
 

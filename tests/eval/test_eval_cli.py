@@ -218,9 +218,11 @@ async def test_eval_external_endpoint_scores_known_replies(tmp_path, monkeypatch
         monkeypatch.setenv("AES_MODEL_URL", srv.url)
         monkeypatch.setenv("AES_MODEL", "replay")
         code = await asyncio.to_thread(
-            main, ["eval", str(tmp_path / "dataset"), "--k", "2", "--concurrency", "1", "--max-turns", "5"])
+            main, ["eval", str(tmp_path / "dataset"), "--k", "2", "--concurrency", "1", "--max-turns", "5",
+                   "--temperature", "0.3"])
     out, _ = capsys.readouterr()
     assert code == 0 and not srv.errors
+    assert {r["temperature"] for r in srv.requests} == {0.3}  # every attempt samples at the asked temperature
     lines = out.splitlines()
     assert lines[1].split() == [Task.load(task).name, "1.00", "1.00", "1.000"]
     assert lines[-1] == "avg@2 1.000, 95% CI n/a (needs 2+ tasks); tasks 1; policy version unknown; model replay"

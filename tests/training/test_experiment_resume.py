@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from aes_lib.flywheel.experiment import ExperimentConfig
+from aes_lib.flywheel.experiment import ExperimentConfig, ExperimentConfigError
 from aes_ops import experiment
 from aes_ops.experiment import EvalPoint, RunResult
 from aes_ops.experiment_cost import Cost, Spend
@@ -68,3 +68,21 @@ def test_an_unreadable_or_missing_record_is_no_finished_run(tmp_path):
     assert experiment._finished(home, setup) is None
     (home / experiment.RESULT).write_bytes(text.replace(b'"updates":7', b'"updates":"seven"'))
     assert experiment._finished(home, setup) is None
+
+
+def test_the_bootstrap_is_made_again_when_its_settings_change(tmp_path, monkeypatch, smollm2_folder):
+    """A policy folder under the output is reused only if it was made from the same settings: a
+    rerun with another near-miss share (or step count) would otherwise start from the old policy."""
+    monkeypatch.setattr("aes_lib.learner.base_model.bundled_base_model", lambda home: smollm2_folder)
+    cfg = ExperimentConfig(families="echo-words", bootstrap_width=64, bootstrap_examples=8, bootstrap_steps=2)
+    said: list[str] = []
+    policy = experiment.prepare_policy(cfg, tmp_path, said.append)
+    first = (policy / "model.safetensors").read_bytes()
+    assert experiment.prepare_policy(cfg, tmp_path, said.append) == policy and len(said) == 1  # reused
+    experiment.prepare_policy(ExperimentConfig(**{**cfg.__dict__, "bootstrap_near_miss": 1.0}), tmp_path, said.append)
+    assert len(said) == 2 and (policy / "model.safetensors").read_bytes() != first  # made again
+
+
+def test_a_near_miss_share_outside_0_1_is_refused():
+    with pytest.raises(ExperimentConfigError, match="bootstrap_near_miss must be in"):
+        ExperimentConfig(bootstrap_near_miss=1.5)

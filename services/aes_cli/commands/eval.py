@@ -62,7 +62,7 @@ def render(report: dict) -> str:
 def _run(args: argparse.Namespace) -> int:
     folders = _input(task_folders, args.dataset)
     options = EvalOptions(k=args.k, concurrency=args.concurrency, max_turns=args.max_turns,
-                          policy_version=args.policy_version, seed=args.seed)
+                          temperature=args.temperature, policy_version=args.policy_version, seed=args.seed)
     with Progress("eval") as progress:
         report = _input(lambda: asyncio.run(evaluate(folders, Settings.from_env(), options, progress)))
     if args.json:
@@ -96,6 +96,13 @@ def _nonnegative(text: str) -> int:
     return n
 
 
+def _temperature(text: str) -> float:
+    t = float(text)
+    if not 0.0 <= t <= 2.0:
+        raise argparse.ArgumentTypeError(f"must be in [0, 2], got {t}")
+    return t
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="avg@k of the solver on a Harbor dataset, with a 95%% interval over tasks")
     p.add_argument("dataset", type=Path, metavar="DATASET", help="folder of task folders, or one task folder")
@@ -106,6 +113,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.add_argument("--concurrency", type=_positive, default=4, metavar="N", help="attempts running at once (default 4)")
     p.add_argument("--max-turns", type=_positive, default=LoopLimits.max_turns, metavar="T", help="model calls per attempt")
+    p.add_argument("--temperature", type=_temperature, default=LoopLimits.temperature, metavar="T",
+                   help=f"sampling temperature of every attempt (default {LoopLimits.temperature})")
     p.add_argument("--seed", type=_nonnegative, default=None, metavar="S",
                    help="sample every attempt with seeds derived from S, the task and the attempt: the same S "
                         "repeats the attempts of the same policy and scores two policies on the same draws")
