@@ -525,9 +525,12 @@ class _Record:
     result: RunResult
 
 
-async def run_experiment(cfg: ExperimentConfig, out: Path, say: Callable[[str], None] = print) -> dict:
+async def run_experiment(cfg: ExperimentConfig, out: Path, say: Callable[[str], None] = print,
+                         finished_only: bool = False) -> dict:
     """Every arm for every seed, one after another; writes ``out/pools_experiment.json``, its plot
-    and its HTML page (``experiment_report.write``) and returns what the JSON holds."""
+    and its HTML page (``experiment_report.write``) and returns what the JSON holds.
+    ``finished_only``: start no run, report those finished before under the same setup (an
+    interrupted bench's report); the others are listed as left out."""
     if "both" in cfg.arm_names() and (n := FlywheelConfig.from_env().proposals_per_assignment) < 2:
         # one proposal per assignment is a group of one: no spread, no proposer update, ever
         raise ExperimentError(f"the both arm trains its proposer on groups of proposals: "
@@ -537,6 +540,7 @@ async def run_experiment(cfg: ExperimentConfig, out: Path, say: Callable[[str], 
     policy = await asyncio.to_thread(prepare_policy, cfg, out, say)
     setup = _setup(cfg, policy)
     runs: list[RunResult] = []
+    left_out: list[str] = []
     for seed in range(cfg.seeds):
         for arm in cfg.arm_names():
             home = out / "runs" / f"{arm}-s{seed}"
@@ -544,11 +548,17 @@ async def run_experiment(cfg: ExperimentConfig, out: Path, say: Callable[[str], 
                 say(f"== {arm}, seed {seed}: finished before under the same setup ({home / RESULT}), reused")
                 runs.append(done)
                 continue
+            if finished_only:
+                say(f"== {arm}, seed {seed}: not finished under this setup, left out")
+                left_out.append(f"{arm} s{seed}")
+                continue
             say(f"== {arm}, seed {seed}")
             runs.append(await run_arm(arm, seed, cfg, policy, out, say))
             _record(home, setup, runs[-1])
             say(f"   done in {runs[-1].wall_s:.0f} s: {runs[-1].updates} updates, signal groups "
                 f"{runs[-1].signal_groups}/{runs[-1].groups}")
+    if not runs:
+        raise ExperimentError(f"no run under {out / 'runs'} finished under this setup: nothing to report")
     training = TrainingConfig.from_env()
     report = {
         "config": dataclasses.asdict(cfg),
@@ -561,6 +571,7 @@ async def run_experiment(cfg: ExperimentConfig, out: Path, say: Callable[[str], 
         "heldout": [pools.folder_name(i) for i in pools.heldout(cfg.family_names(), cfg.heldout_per_difficulty,
                                                                   cfg.max_difficulty)],
         "runs": [dataclasses.asdict(r) for r in runs],
+        "left_out": left_out,
         "arms": summarize(runs),
         "wall_s": time.monotonic() - began,
     }

@@ -46,8 +46,9 @@ def _count(x: float | None) -> str:
 def setup(report: dict) -> list[str]:
     """The run's shape, one line each (markdown inline code allowed)."""
     cfg, tr = report["config"], report["training"]
+    left_out = f"; left out, not finished: {', '.join(report['left_out'])}" if report.get("left_out") else ""
     return [
-        f"seeds: {cfg['seeds']} (0..{cfg['seeds'] - 1}); arms: {cfg['arms']}",
+        f"seeds: {cfg['seeds']} (0..{cfg['seeds'] - 1}); arms: {cfg['arms']}{left_out}",
         f"budget per run: {cfg['waves']} waves x {tr['groups_per_wave']} groups x {tr['group_size']} attempts = "
         f"{report['rollout_budget']} training rollouts (max_turns {tr['max_turns']}, max_tokens {tr['max_tokens']}, "
         f"temperature {tr['temperature']}); learner lr {report['learner']['lr']}, "

@@ -86,3 +86,31 @@ def test_the_bootstrap_is_made_again_when_its_settings_change(tmp_path, monkeypa
 def test_a_near_miss_share_outside_0_1_is_refused():
     with pytest.raises(ExperimentConfigError, match="bootstrap_near_miss must be in"):
         ExperimentConfig(bootstrap_near_miss=1.5)
+
+
+def test_finished_only_reports_the_finished_runs_and_starts_none(tmp_path):
+    """``aes experiment pools --finished-only``: an interrupted bench's report from the runs it
+    finished, with the rest named as left out; nothing finished is an error, not an empty report."""
+    import asyncio
+    import dataclasses
+
+    from aes_ops import experiment_report
+    from aes_ops.experiment import ExperimentError
+
+    policy = _policy(tmp_path)
+    (policy / "config.json").write_text("{}")
+    cfg = ExperimentConfig(policy=str(policy), seeds=2, arms="static,flywheel")
+    out = tmp_path / "out"
+    with pytest.raises(ExperimentError, match="nothing to report"):
+        asyncio.run(experiment.run_experiment(cfg, out, print, finished_only=True))
+    setup = experiment._setup(cfg, policy)
+    for arm, seed in [("static", 0), ("static", 1), ("flywheel", 0)]:
+        home = out / "runs" / f"{arm}-s{seed}"
+        home.mkdir(parents=True)
+        experiment._record(home, setup, dataclasses.replace(_result(), arm=arm, seed=seed))
+    said: list[str] = []
+    report = asyncio.run(experiment.run_experiment(cfg, out, said.append, finished_only=True))
+    assert [(r["arm"], r["seed"]) for r in report["runs"]] == [("static", 0), ("flywheel", 0), ("static", 1)]
+    assert report["left_out"] == ["flywheel s1"] and any("flywheel, seed 1: not finished" in s for s in said)
+    assert experiment_report.setup(report)[0].endswith("left out, not finished: flywheel s1")
+    assert (out / "pools_experiment.json").is_file()

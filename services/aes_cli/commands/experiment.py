@@ -36,7 +36,7 @@ def _run(args: argparse.Namespace) -> int:
     from aes_ops.experiment import ExperimentError, run_experiment
 
     try:
-        report = asyncio.run(run_experiment(ExperimentConfig.from_env(), args.out, _say))
+        report = asyncio.run(run_experiment(ExperimentConfig.from_env(), args.out, _say, args.finished_only))
     except ExperimentError as e:
         raise CommandError(str(e)) from None
     if args.json:
@@ -80,4 +80,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     pools.add_argument("--markdown", type=Path, default=None, metavar="FILE",
                        help="also write the results as a markdown summary (bench/results/pools_experiment.md)")
     pools.add_argument("--json", action="store_true", help="print the JSON report instead of the tables")
+    pools.add_argument("--finished-only", action="store_true",
+                       help="start no run: report those already finished under --out with the same setup "
+                            "(an interrupted bench); the others are listed as left out")
     pools.set_defaults(func=_run)
