@@ -52,8 +52,8 @@ async def test_a_partly_right_answer_earns_partial_credit(tmp_path, images):
 async def test_the_near_miss_is_right_for_one_word_and_wrong_from_two(tmp_path, images, difficulty, expected):
     """echo-words' near miss (``echo`` on one line) scores as its docstring says, through the
     verifier: the choice it leaves a bootstrapped policy is settled only above difficulty 1."""
-    task = families.get("echo-words").instance(Params(difficulty, 11))
-    root = families.write_instance(families.get("echo-words"), Params(difficulty, 11), tmp_path / "task")
-    result = await run_trial(Task.load(root), ShellAgent(task.near_miss), images,
+    f, params = families.get("echo-words"), Params(difficulty, 11)
+    root = families.write_instance(f, params, tmp_path / "task")
+    result = await run_trial(Task.load(root), ShellAgent(f.instance(params).near_miss), images,
                              labels={"aes.managed": "1", "aes.test": f"families-{uuid.uuid4().hex[:8]}"})
     assert result.reward == expected, result.log()
