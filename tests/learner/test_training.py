@@ -10,6 +10,7 @@ stale: the ratio and the DPPO mask have real work to do.
 import logging
 import random
 
+import pytest
 import torch
 
 from aes_lib.blobstore import open_store
@@ -18,6 +19,7 @@ from aes_lib.learner import (
     Batcher,
     DppoTrainer,
     LearnerConfig,
+    LearnerConfigError,
     Sample,
     TokenizedTurn,
     policy_tensors,
@@ -28,7 +30,7 @@ from aes_lib.weights.store import StoreTransport
 from aes_lib.weights.transport import VersionMeta
 from aes_proto import subjects
 
-from .helpers import BOS, SEP, RecordingContext, tiny_llama
+from .helpers import BOS, EOS, SEP, RecordingContext, tiny_llama
 
 log = logging.getLogger(__name__)
 
@@ -96,3 +98,27 @@ async def test_dppo_raises_reward_on_digit_successor_task(tmp_path):
     assert versions == list(range(SYNC_EVERY, STEPS + 1, SYNC_EVERY))
     assert rollout.version == STEPS
     rollout.close()
+
+
+@pytest.mark.parametrize("eps, bound", [(1e-8, (0.99, 1.01)), (1.0, (0.0, 0.01))])
+def test_adam_eps_sets_how_far_a_faint_gradient_moves_a_weight(eps, bound):
+    """One update on a group of two replies: at the default epsilon the typical weight steps
+    ``lr`` however faint its gradient (AdamW divides by the gradient's own size); at an epsilon
+    far above the gradients it steps a sliver of ``lr``. The median step of the weights that
+    moved, in units of ``lr``."""
+    lr = 1e-3
+    model = tiny_llama(seed=0)
+    before = [p.detach().clone() for p in model.parameters()]
+    batcher = Batcher(LearnerConfig(solver_group_size=2, groups_per_batch=1))
+    prompt = (BOS, 3, SEP)
+    for i, (answer, reward) in enumerate([(4, 1.0), (7, 0.0)]):
+        batcher.add(Sample(f"g-{i}", "g", "solver", reward, (TokenizedTurn(prompt, (answer, EOS), (-2.7, -2.7)),)))
+    trainer = DppoTrainer(model, LearnerConfig(lr=lr, adam_eps=eps, max_grad_norm=0))
+    trainer.step(batcher.next_batch())
+    steps = torch.cat([(p.detach() - b).abs().flatten() for p, b in zip(model.parameters(), before)])
+    assert bound[0] * lr <= float(steps[steps > 0].median()) <= bound[1] * lr
+
+
+def test_adam_eps_must_be_positive():
+    with pytest.raises(LearnerConfigError, match="adam_eps must be > 0"):
+        LearnerConfig(adam_eps=0.0)

@@ -76,7 +76,8 @@ class DppoTrainer:
         self.model = model
         self.config = config
         self.loss = build_loss(config.loss, config.loss_params)
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay,
+                                           eps=config.adam_eps)
         self.steps = 0
 
     def _device(self) -> torch.device:
