@@ -36,12 +36,17 @@ from flywheel_helpers import running
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1200)]
 
-WAVES = 6
+WAVES = 8
 LR = 2.5e-4
 """Half the first setting (5e-4), which twice collapsed the word policy after ~5 updates: the
 negative advantage on the other word's suffix (` > /app/answer.txt`) taught it to repeat the word,
 its replies ran past 32 tokens unclosed, and every later attempt scored 0 ("echo banana banana
 banana ..." under greedy decoding of the published weights)."""
+ADAM_EPS = 1e-5
+"""At AdamW's default 1e-8 one update broke the reply format (words of noise after ``echo
+banana``: a wave at 0.19 right after 0.94) in 4 of 30 replays of this loop, at 1e-5 in 1 of 30
+(``bench/results/word_policy_stability.md``): the faintest gradients no longer step as far as
+the strongest."""
 
 
 @pytest.mark.vllm
@@ -58,7 +63,7 @@ async def test_mean_training_reward_rises_over_updates(fresh_nats, bus, word_pol
     # the trainer reproduces (first update's divergence ~0).
     waves = TrainingConfig(groups_per_wave=2, group_size=8, waves_per_round=WAVES, max_turns=1, max_tokens=32,
                            temperature=0.5, engine_wait_s=600)
-    learner = LearnerService(LearnerConfig(model_path=str(word_policy), groups_per_batch=1, lr=LR))
+    learner = LearnerService(LearnerConfig(model_path=str(word_policy), groups_per_batch=1, lr=LR, adam_eps=ADAM_EPS))
     async with running(settings, WavePlannerService(), TrainingRolloutService(config=waves), OrchestratorService(learner.config), learner,
                        WeightSyncService()):
         tally = await train(bus, waves, round_=1, prefix="learn", served_version=VLLMEngineClient(vllm_server).version)
@@ -82,8 +87,9 @@ async def test_mean_training_reward_rises_over_updates(fresh_nats, bus, word_pol
         earlier = [s.policy_version for s in stats if s.group_ids[0].split("-")[0] < f"learnw{w}"]
         assert min(s.policy_version for s in by_wave[f"learnw{w}"]) >= max(earlier, default=0)
     # Against the untrained policy's known 0.5, not the first wave's noisy 16 samples (it drew
-    # 11/16 once). Over the last half of the waves, not the last two: one wave can dip (CI saw
-    # 0.94, 0.56, 0.88 after three rising ones). 48 attempts averaging 0.7 or more happen by
-    # chance with p < 0.003.
+    # 13/16 once). Over the last half of the waves, 64 attempts: averaging 0.65 or more happens
+    # by chance with p < 0.01. A margin below the ~0.86 the policy reaches, because one wave can
+    # collapse and recover (CI saw 0.94, 0.56, 0.88; the bench 0.88, 0.12), and one CI run learned
+    # slowly (last three waves 0.56, 0.69, 0.81 at 0.7 over six waves).
     late = means[WAVES // 2:]
-    assert statistics.mean(late) >= 0.7, means
+    assert statistics.mean(late) >= 0.65, means
