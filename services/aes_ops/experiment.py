@@ -332,6 +332,11 @@ async def _drive(arm, cfg, settings, training, learner, flywheel, held, held_dir
 
                 await run_rounds(bus, pool_size, rounds=rounds, fresh=flywheel.assignments_per_round, review=True,
                                  round_timeout=cfg.round_timeout_s, out=quiet, after_round=phase)
+                # A round that found the pool empty ran no phase: its waves are empty, and the
+                # held-out points still fall on their waves, so the run keeps its final point.
+                async with BusFeed.open(bus) as feed:
+                    while waves_done < cfg.waves:
+                        await phase(rounds, feed)
         await _account(bus, result, tally, difficulties)
         await _proposer_account(bus, result)
 

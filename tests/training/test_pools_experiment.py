@@ -116,3 +116,21 @@ def test_tiny_experiment_both_roles_trains_the_policy_as_proposer(experiment_pol
     assert f"both: proposer reward per round {rounds}" in printed
     assert f"| both | 0 | {rounds} | 12 | {run['proposer_updates']} |" in md.read_text()
     assert "Proposer reward per round" in (out / "pools_experiment.html").read_text()
+
+
+def test_a_flywheel_whose_pool_empties_keeps_its_waves_and_final_point(tiny_model, tmp_path, monkeypatch):
+    """The random tiny model scores 0, so with the band at [0.5, 1] the first round's review
+    retires the start pool and admits nothing; the second round finds the pool empty and plans
+    nothing. Both waves are recorded as empty, and the held-out point after wave 2 is still
+    taken: the run ends with the same points as the others instead of stopping at wave 0."""
+    _tiny_budget(monkeypatch, tmp_path, tiny_model, AES_EXPERIMENT_ARMS="flywheel",
+                 AES_EXPERIMENT_WAVES_PER_ROUND=1, AES_BAND_LOW=0.5)
+    out = tmp_path / "out"
+    assert main(["experiment", "pools", "--out", str(out), "--progress", "plain"]) == 0
+
+    report = json.loads((out / "pools_experiment.json").read_text())
+    [run] = report["runs"]
+    assert run["admitted"] == 0 and run["retired"] >= 1
+    assert run["empty_waves"] == 2 and run["training_rollouts"] == 0 and run["updates"] == 0
+    assert [p["wave"] for p in run["points"]] == [0, 2]
+    assert [p["wave"] for p in report["arms"]["flywheel"]["points"]] == [0, 2]
