@@ -501,13 +501,18 @@ def _setup(cfg: ExperimentConfig, policy: Path) -> dict:
     """Everything a run's outcome depends on besides its arm and seed: the experiment's shape
     (which seeds and arms are asked for aside), the solver, learner and flywheel settings, the
     engine and the starting policy's weights."""
-    shape = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in ("seeds", "arms")}
     weights = sorted(policy.glob("*.safetensors"))
     return json.loads(json.dumps({
-        "experiment": shape, "training": dataclasses.asdict(TrainingConfig.from_env()),
-        "learner": dataclasses.asdict(LearnerConfig.from_env()), "flywheel": dataclasses.asdict(FlywheelConfig.from_env()),
+        **_settings(cfg, TrainingConfig.from_env(), LearnerConfig.from_env(), FlywheelConfig.from_env()),
         "engine": Settings.from_env().engine,
         "policy": {w.name: hashlib.sha256(w.read_bytes()).hexdigest() for w in weights}}))
+
+
+def _settings(cfg: ExperimentConfig, training: TrainingConfig, learner: LearnerConfig,
+              flywheel: FlywheelConfig) -> dict:
+    shape = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in ("seeds", "arms")}
+    return {"experiment": shape, "training": dataclasses.asdict(training), "learner": dataclasses.asdict(learner),
+            "flywheel": dataclasses.asdict(flywheel)}
 
 
 def _record(home: Path, setup: dict, result: RunResult) -> None:
@@ -521,7 +526,14 @@ def _finished(home: Path, setup: dict) -> RunResult | None:
         record = msgspec.json.decode((home / RESULT).read_bytes(), type=_Record)
     except (OSError, msgspec.DecodeError, msgspec.ValidationError):
         return None
-    return record.result if record.setup == setup else None
+    return record.result if _with_new_defaults(record.setup) == setup else None
+
+
+def _with_new_defaults(recorded: dict) -> dict:
+    """``recorded`` with each setting added since it was written at its default: a new setting's
+    default keeps the behaviour from before it existed, so that run is the one the default makes."""
+    defaults = json.loads(json.dumps(_settings(ExperimentConfig(), TrainingConfig(), LearnerConfig(), FlywheelConfig())))
+    return {k: {**defaults[k], **v} if k in defaults and isinstance(v, dict) else v for k, v in recorded.items()}
 
 
 @dataclasses.dataclass

@@ -57,6 +57,20 @@ def test_a_run_of_another_setup_is_run_again(tmp_path, monkeypatch, change):
     assert experiment._finished(home, experiment._setup(cfg, policy)) is None
 
 
+@pytest.mark.parametrize("eps, reused", [(None, True), ("1e-5", False)])
+def test_a_setting_added_since_the_record_counts_at_its_default(tmp_path, monkeypatch, eps, reused):
+    """A record written before ``adam_eps`` existed ran at AdamW's default: it is reused while the
+    setting is at that default, and run again once the setting moves."""
+    policy, home = _policy(tmp_path), tmp_path / "run"
+    home.mkdir()
+    setup = experiment._setup(ExperimentConfig(), policy)
+    old = {**setup, "learner": {k: v for k, v in setup["learner"].items() if k != "adam_eps"}}
+    experiment._record(home, old, _result())
+    if eps:
+        monkeypatch.setenv("AES_LEARNER_ADAM_EPS", eps)
+    assert (experiment._finished(home, experiment._setup(ExperimentConfig(), policy)) == _result()) is reused
+
+
 def test_an_unreadable_or_missing_record_is_no_finished_run(tmp_path):
     policy, home = _policy(tmp_path), tmp_path / "run"
     home.mkdir()
