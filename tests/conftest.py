@@ -107,20 +107,21 @@ def experiment_policy(smollm2_folder: Path, tmp_path_factory: pytest.TempPathFac
                       lambda folder: bootstrap(smollm2_folder, folder / "policy", ["echo-words"], spec))
 
 
-def _tiny(smollm2_folder: Path, tmp_path_factory: pytest.TempPathFactory, name: str, **dims: int) -> Path:
-    """A randomly initialised two-layer SmolLM2 of the given sizes, with SmolLM2's tokenizer."""
+def tiny_from(smollm2_folder: Path, dest: Path, **dims: int) -> Path:
+    """A randomly initialised two-layer SmolLM2 of the given sizes, with SmolLM2's tokenizer, at ``dest``."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    def build(folder: Path) -> Path:
-        cfg = AutoConfig.from_pretrained(smollm2_folder)
-        cfg.update({"num_hidden_layers": 2, **dims})
-        torch.manual_seed(0)
-        AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).save_pretrained(folder / "model")
-        AutoTokenizer.from_pretrained(smollm2_folder).save_pretrained(folder / "model")
-        return folder / "model"
+    cfg = AutoConfig.from_pretrained(smollm2_folder)
+    cfg.update({"num_hidden_layers": 2, **dims})
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).save_pretrained(dest)
+    AutoTokenizer.from_pretrained(smollm2_folder).save_pretrained(dest)
+    return dest
 
-    return built_once(tmp_path_factory, name, build)
+
+def _tiny(smollm2_folder: Path, tmp_path_factory: pytest.TempPathFactory, name: str, **dims: int) -> Path:
+    return built_once(tmp_path_factory, name, lambda folder: tiny_from(smollm2_folder, folder / "model", **dims))
 
 
 @pytest.fixture(scope="session")
@@ -130,11 +131,14 @@ def tiny_model(smollm2_folder: Path, tmp_path_factory: pytest.TempPathFactory) -
                  num_attention_heads=4, num_key_value_heads=2, head_dim=16)
 
 
+VLLM_TINY_DIMS = {"hidden_size": 128, "intermediate_size": 256, "num_attention_heads": 2, "num_key_value_heads": 1,
+                  "head_dim": 64}
+
+
 @pytest.fixture(scope="session")
 def vllm_tiny_model(smollm2_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Like ``tiny_model`` with heads of 64 dimensions, as vLLM's CPU attention needs (it refuses 16)."""
-    return _tiny(smollm2_folder, tmp_path_factory, "vllm-tiny", hidden_size=128, intermediate_size=256,
-                 num_attention_heads=2, num_key_value_heads=1, head_dim=64)
+    return _tiny(smollm2_folder, tmp_path_factory, "vllm-tiny", **VLLM_TINY_DIMS)
 
 
 VLLM_START_TIMEOUT = 900.0
