@@ -34,7 +34,7 @@ from typing import IO
 
 from aes_lib.bundle import Task
 from aes_lib.bundle.config import reserved_path
-from aes_lib.sandbox.container import Sandbox, SandboxError, SandboxVerdict, add_dir, dir_entry
+from aes_lib.sandbox.container import Sandbox, SandboxError, SandboxVerdict, dir_entry
 
 MAX_RESULT_BYTES = 1 << 30
 """Most bytes of results taken from the agent's container."""
@@ -132,11 +132,28 @@ def rebuild(archives: list[tuple[str, IO[bytes] | None]], tests_dir: Path, owner
     return crossing
 
 
+MANAGED_HEADER = b"#!/bin/bash\n# AES managed verifier:"
+"""How a copy of the managed template (``VERIFIER_TEMPLATE``) starts, in any of its versions."""
+TEMPLATE = Path(__file__).parent / "verifier_template" / "test.sh"
+
+
 def add_tests(tar: tarfile.TarFile, tests_dir: Path) -> None:
     """The task's tests as /tests, readable by root alone (a test.sh that runs tests under
     another identity grants it, as the managed template does for its tests' group): a program
-    of the agent's that the tests run as another user cannot read the expected answers."""
-    add_dir(tar, tests_dir, "tests", mode=0o700)
+    of the agent's that the tests run as another user cannot read the expected answers. A copy
+    of the managed template, whatever its version, runs as the current one: the harness's file,
+    so a task carrying an old copy is judged under today's boundary, never an older one."""
+    tar.addfile(dir_entry("tests", 0o700))
+    for path in sorted(tests_dir.rglob("*")):
+        arcname = f"tests/{path.relative_to(tests_dir)}"
+        if arcname == "tests/test.sh" and path.is_file() and not path.is_symlink() and _managed(path):
+            path = TEMPLATE
+        tar.add(path, arcname=arcname, recursive=False)
+
+
+def _managed(path: Path) -> bool:
+    with path.open("rb") as f:
+        return f.read(len(MANAGED_HEADER)) == MANAGED_HEADER
 
 
 async def restore(fresh: Sandbox, crossing: Crossing) -> None:

@@ -10,20 +10,38 @@ mkdir -p "$out" && chmod 700 "$out" /logs
 # Identities are numbers (no name is looked up): the tests' group alone reads the tests.
 chown -R 0:65533 /tests && chmod -R u=rwX,g=rX,o= /tests && cd /tests || { echo 0 > "$out/reward.txt"; exit 1; }
 # pytest's process: the agent's files cannot be imported into it (run them in a subprocess),
-# no other process can ptrace it or reach its fd 3, on which it alone reports "passed total".
+# no other process can ptrace it or reach its fd 3, on which it alone reports what it collected
+# and each test that passed; none of the agent's bytes becomes code in it once collection ends.
 read -r -d '' runner <<'PY'
-import ctypes, os, subprocess, sys
+import ctypes, json, os, signal, site, subprocess, sys, sysconfig
 from importlib.machinery import PathFinder
 
 os.set_inheritable(3, False)
 libc = ctypes.CDLL(None, use_errno=True)
 libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
 TRUSTED = tuple(os.path.realpath(p) for p in [*sys.path, "/tests"] if p)
+STDLIB = tuple(os.path.realpath(sysconfig.get_paths()[k]) + "/" for k in ("stdlib", "platstdlib"))
+SITE = tuple(os.path.realpath(p) + "/" for p in site.getsitepackages())
+# The agent's programs run as this uid too (the tests hand them their temporary folders): they
+# may signal this process, so it ignores every signal it can; SIGKILL or SIGSTOP only end it,
+# and a test that did not report a pass is a failure (the count below).
+IGNORED = [s for s in signal.valid_signals() if s not in (signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD)]
+for s in IGNORED:
+    try:
+        signal.signal(s, signal.SIG_IGN)
+    except (OSError, ValueError):
+        pass
 
 
 def as_agent():
-    """In each child, before it runs anything: without the tests' group, capabilities or a way
-    to gain privileges (no setuid, no file capabilities), so it cannot read /tests."""
+    """In each child, before it runs anything: default signals, without the tests' group,
+    capabilities or a way to gain privileges (no setuid, no file capabilities), so it cannot
+    read /tests."""
+    for s in IGNORED:
+        try:
+            signal.signal(s, signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass
     os.setgroups([])
     for option in ((47, 4), (38, 1)):  # PR_CAP_AMBIENT_CLEAR_ALL, PR_SET_NO_NEW_PRIVS
         if libc.prctl(*option, 0, 0, 0) != 0:
@@ -59,6 +77,25 @@ class Barrier:
         return None
 
 
+collected = False  # once the tests are collected, no bytes the tests read become code here
+
+
+def _caller_may_compile():
+    """Code compiled from text while the tests run: only by the standard library (dataclasses,
+    namedtuple, ast) or an import of a trusted module, never by the tests or a package on the
+    agent's text (YAML tags, eval)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        where = frame.f_code.co_filename
+        if where.startswith("<frozen importlib"):
+            return True
+        if not where.startswith("<"):
+            where = os.path.realpath(where)
+            return where.startswith(STDLIB) and not where.startswith(SITE)
+        frame = frame.f_back
+    return False
+
+
 def audit(event, args):  # spec_from_file_location, runpy, exec(compile(...)) of the agent's files
     if event in SPAWNS:  # they would keep the tests' group: start programs with subprocess
         raise PermissionError(f"{event} is refused in the tests' process: start programs with subprocess")
@@ -66,33 +103,59 @@ def audit(event, args):  # spec_from_file_location, runpy, exec(compile(...)) of
         where = os.path.realpath(args[0].co_filename)
         if not any(where == t or where.startswith(t + "/") for t in TRUSTED):
             raise ImportError(f"the tests may not run {where} in their own process: run it in a subprocess")
+    if not collected:
+        return
+    if event in ("pickle.find_class", "code.__new__") or (
+            event in ("marshal.loads", "marshal.load") and not sys._getframe(1).f_code.co_filename.startswith("<frozen")):
+        raise PermissionError(f"{event} is refused in the tests' process (bytes the agent wrote would become code): "
+                              "read such a file in a subprocess and pass the tests plain data")
+    if event == "compile" and isinstance(args[0], (str, bytes)) and not _caller_may_compile():
+        raise PermissionError("compiling text is refused in the tests' process (it may be the agent's): "
+                              "judge the agent's text as data, or run it in a subprocess")
 
 
 sys.meta_path.insert(0, Barrier)
 sys.addaudithook(audit)
 import pytest
 
-outcome = {}
+
+def tell(line):  # to root, on the pipe no other process holds
+    os.write(3, (line + "\n").encode())
 
 
 class Count:
+    """Reports, as they happen: the tests collected (before any test ran), each collection error,
+    and each test that passed in every phase (at its teardown). Root counts whatever was not
+    reported a pass as failed, so a run that dies or is cut short loses the rest."""
+
+    def __init__(self):
+        self.spoiled, self.called = set(), set()
+
     def pytest_collectreport(self, report):
         if report.failed:
-            outcome[report.nodeid or "<collection>"] = False
+            tell("error " + json.dumps(report.nodeid or "<collection>"))
+
+    def pytest_collection_finish(self, session):
+        global collected
+        tell(f"collected {len(session.items)}")
+        collected = True
 
     def pytest_runtest_logreport(self, report):
         # failure, error, skip or xfail in any phase: not a pass (a skip must not earn reward).
-        ok = report.passed and not hasattr(report, "wasxfail")
-        outcome[report.nodeid] = outcome.get(report.nodeid, True) and ok
+        if not report.passed or hasattr(report, "wasxfail"):
+            self.spoiled.add(report.nodeid)
+        elif report.when == "call":
+            self.called.add(report.nodeid)
+        if report.when == "teardown" and report.nodeid in self.called - self.spoiled:
+            tell("pass " + json.dumps(report.nodeid))
 
 
-status = pytest.main(sys.argv[1:], plugins=[Count()])
-os.write(3, f"{sum(outcome.values())} {len(outcome)}\n".encode())
-sys.exit(status)
+sys.exit(pytest.main(sys.argv[1:], plugins=[Count()]))
 PY
 # The tests run as uid 65534 with the tests' group and only CAP_SETGID (to drop that group in
 # their children), with a fresh HOME: the agent's code they run cannot read /tests, write or read
-# $out, or signal this shell, and is killed before the reward is written.
+# $out, signal this shell or talk the count out of the tests' process (it ignores signals, and
+# a test not reported passed is failed), and is killed before the reward is written.
 # AES_TESTS_AS_ROOT=1 ([verifier.env]) is for tests that need root and run none of the agent's
 # code (e.g. `python3 -I` on a file they check is unchanged); the tamper probes check that.
 # git as nobody: no hook or fsmonitor of a repository the agent wrote, and a repository of any
@@ -108,17 +171,25 @@ tester=as_tests
 counts=$(HOME=$home $tester python3 -I -c "$runner" /tests -q -rA -p no:cacheprovider --confcutdir=/tests 3>&1 1>&2)
 status=$?
 [ $tester = as_tests ] && for _ in 1 2 3; do as_nobody sh -c 'kill -9 -1' 2>/dev/null; done
-read -r passed total <<< "$counts"
-python3 -I - "${passed:-0}" "${total:-0}" <<'PY'
+python3 -I - "$counts" "$status" <<'PY'
 import os, sys
 
-passed, total = (int(n) if n.isdigit() else 0 for n in sys.argv[1:3])
-reward = passed / total if total else 0.0
+# Only what the tests' process reported counts: the tests it collected before any ran, plus
+# collection errors, are the total; a pass is a test it reported passed in every phase.
+total, errors, passed = 0, set(), set()
+for line in sys.argv[1].splitlines():
+    word, _, rest = line.partition(" ")
+    if word == "collected" and rest.isdigit() and not total:
+        total = int(rest)
+    elif word in ("error", "pass"):
+        (errors if word == "error" else passed).add(rest)
+total += len(errors)
+reward = min(len(passed), total) / total if total else 0.0
 for name in ("reward.json", "reward.txt"):  # only this shell writes the reward
     if os.path.lexists(f"/logs/verifier/{name}"):
         os.remove(f"/logs/verifier/{name}")
 with open("/logs/verifier/reward.txt", "w") as f:
     f.write(f"{reward:.6g}\n")
-print(f"reward {passed}/{total} = {reward:.6g}")
+print(f"reward {len(passed)}/{total} = {reward:.6g} (pytest exited {sys.argv[2]})")
 PY
 exit $status
