@@ -45,6 +45,8 @@ RESERVED_PATHS = (
     "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/root", "/boot",
     # The engine's mounts; the verifier's input and output.
     "/proc", "/sys", "/dev", "/run", "/var/run", "/tests", "/logs",
+    # The harness's own in the verifier: root's tools (/aes/bin), the image's inputs (/aes/pristine).
+    "/aes",
 )
 """Paths that never hold results the verifier's container takes from the agent's
 (``aes_lib.sandbox.verifier``), nor anything above them."""

@@ -27,7 +27,7 @@ from typing import Protocol, TypeVar
 from aes_lib import telemetry
 from aes_lib.bundle import Task
 from aes_lib.bundle.compose import MAIN
-from aes_lib.sandbox import artifacts, end_state, verifier
+from aes_lib.sandbox import artifacts, end_state, root_env, verifier
 from aes_lib.faults import TransientError
 from aes_lib.sandbox.container import (KILL_ALL, DaemonError, ExecResult, LimitCaps, Limits, Sandbox, SandboxError,
                                        SandboxVerdict)
@@ -402,19 +402,25 @@ VERIFIER_ENV = {
 }
 """Variables every test.sh runs with, over the task's own: they close the ways the agent's
 files run code on their own (``docs/ARCHITECTURE.md``, "The verdict boundary")."""
-# test.sh, then, when it has exited, every other process in the container is killed: the
-# reward files are read as test.sh left them, with nothing left running to rewrite them.
-_VERIFY = f"bash /tests/test.sh\nstatus=$?\n{KILL_ALL}\nexit $status\n"
+
+
+def _verify_script(unset: list[str]) -> str:
+    """test.sh, after unsetting the variables root must not run with (``root_env``), then, when it
+    has exited, every other process in the container is killed: the reward files are read as
+    test.sh left them, with nothing left running to rewrite them."""
+    drop = f"unset {' '.join(unset)}\n" if unset else ""
+    return f"{drop}bash /tests/test.sh\nstatus=$?\n{KILL_ALL}\nexit $status\n"
 
 
 REWARD_FILES = ("reward.json", "reward.txt")
 
 
 async def _verify(fresh: Sandbox, task: Task, agent: Agent, roots: list[str]) -> _Verified:
-    """test.sh as uid 0 (a number: no name is looked up), then the reward files it left and,
+    """test.sh as uid 0 (a number: no name is looked up) with root's environment (``root_env``), then the reward files it left and,
     for an agent with a ``witness`` folder (the tamper probe), what is in it in each result path."""
     cfg = task.config.verifier
-    result = await fresh.exec(_VERIFY, timeout=cfg.timeout_sec, user=0, env={**cfg.env, **VERIFIER_ENV})
+    env, unset = root_env.environment(fresh.container.attrs["Config"].get("Env") or [], cfg.env, roots, VERIFIER_ENV)
+    result = await fresh.exec(_verify_script(unset), timeout=cfg.timeout_sec, user=0, env=env)
     rewards, unread = await read_rewards(fresh)
     witness = getattr(agent, "witness", None)  # only probes have one
     seen = [name for root in roots if witness for name in await fresh.get_files(f"{root}/{witness}")]

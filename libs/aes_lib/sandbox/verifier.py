@@ -25,6 +25,7 @@ name the agent wrote: the verifier's container is the image as built, plus the a
 from __future__ import annotations
 
 import dataclasses
+import io
 import posixpath
 import shlex
 import tarfile
@@ -34,7 +35,9 @@ from typing import IO
 
 from aes_lib.bundle import Task
 from aes_lib.bundle.config import reserved_path
+from aes_lib.sandbox import root_env
 from aes_lib.sandbox.container import Sandbox, SandboxError, SandboxVerdict, dir_entry
+from aes_lib.sandbox.root_env import JUDGE_BIN, SHIMMED
 
 MAX_RESULT_BYTES = 1 << 30
 """Most bytes of results taken from the agent's container."""
@@ -121,6 +124,7 @@ def rebuild(archives: list[tuple[str, IO[bytes] | None]], tests_dir: Path, owner
                 with raw:
                     _carry(root, raw, roots, tar, crossing.dropped, owners)
             add_tests(tar, tests_dir)
+            add_shims(tar, roots)
             tar.addfile(dir_entry("logs/verifier"))
     except (tarfile.TarError, EOFError, ValueError) as e:  # the agent's bytes: its failure, not ours
         out.close()
@@ -151,18 +155,38 @@ def add_tests(tar: tarfile.TarFile, tests_dir: Path) -> None:
         tar.add(path, arcname=arcname, recursive=False)
 
 
+def add_shims(tar: tarfile.TarFile, roots: list[str]) -> None:
+    """Root's stand-ins for the tools that run what their configuration names (``root_env``)."""
+    tar.addfile(dir_entry(JUDGE_BIN.lstrip("/").split("/")[0]))
+    tar.addfile(dir_entry(JUDGE_BIN.lstrip("/")))
+    for tool in SHIMMED:
+        data = root_env.shim(tool, roots).encode()
+        info = tarfile.TarInfo(f"{JUDGE_BIN.lstrip('/')}/{tool}")
+        info.mode, info.size = 0o755, len(data)
+        tar.addfile(info, io.BytesIO(data))
+
+
 def _managed(path: Path) -> bool:
     with path.open("rb") as f:
         return f.read(len(MANAGED_HEADER)) == MANAGED_HEADER
 
 
+PRISTINE = "/aes/pristine"
+"""Where the verifier's container keeps the image's own copy of each result path (root's, read
+only): tests judge against these inputs, never against the copy the agent could rewrite."""
+
+
 async def restore(fresh: Sandbox, crossing: Crossing) -> None:
-    """Replace the result paths of ``fresh`` (still as the image made it) by what crossed, with
-    the tests as /tests and an empty /logs/verifier."""
-    paths = " ".join(map(shlex.quote, ["/tests", "/logs/verifier", *crossing.roots]))
-    r = await fresh.exec(f"rm -rf -- {paths}", timeout=120, user=0, workdir="/")
+    """Replace the result paths of ``fresh`` (still as the image made it) by what crossed, the
+    image's own copy of each kept read-only under ``PRISTINE``, with the tests as /tests and an
+    empty /logs/verifier."""
+    keep = "".join(f"if [ -e {q} ] || [ -L {q} ]; then mkdir -p {PRISTINE}{shlex.quote(posixpath.dirname(r))} "
+                   f"&& mv -- {q} {PRISTINE}{q}; fi && "
+                   for r in crossing.roots for q in [shlex.quote(r)])
+    r = await fresh.exec(f"rm -rf -- /tests /logs/verifier {PRISTINE} && mkdir -p {PRISTINE} && {keep}"
+                         f"chown -R 0:0 {PRISTINE} && chmod -R a-w,a+rX {PRISTINE}", timeout=120, user=0, workdir="/")
     if r.exit_code != 0:
-        raise SandboxError(f"cannot clear the result paths in the verifier's container: {r.output[-500:]}")
+        raise SandboxError(f"cannot set the result paths aside in the verifier's container: {r.output[-500:]}")
     await fresh.put_archive(crossing.archive)
 
 
