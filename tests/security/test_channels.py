@@ -115,3 +115,18 @@ async def test_the_attack_earns_nothing_and_the_honest_solution_everything(case,
     good = await validate_task(_task(tmp_path / "honest", honest, files=files, dockerfile_extra=docker).root,
                                images, labels=test_label, probe=False)
     assert (good.reason, good.oracle_reward, good.nop_reward) == ("ok", 1.0, 0.0), good.logs
+
+
+FOLLOWING_TESTS = INPUT_TESTS.replace('Path("/aes/pristine/app/ledger.txt")  # the image\'s own copy (docs/SECURITY.md, "input")',
+                                      'Path("/app/ledger.txt")')
+
+
+@pytest.mark.parametrize("tests, verdict", [(FOLLOWING_TESTS, "verifier_forgeable"), (INPUT_TESTS, "ok"), (None, "ok")],
+                         ids=["tests read the agent's copy", "tests read the pristine copy", "ledger-sum as it is"])
+async def test_the_input_probe_flags_tests_that_follow_the_agents_inputs(tests, verdict, tmp_path, images,
+                                                                        test_label) -> None:
+    task = _task(tmp_path, HONEST, files={"tests/test_ledger.py": tests} if tests else None)
+    r = await validate_task(task.root, images, labels=test_label)
+    assert r.reason == verdict, r.logs or r.detail
+    if verdict != "ok":
+        assert "/app/ledger.txt" in r.detail and "/aes/pristine" in r.detail, r.detail

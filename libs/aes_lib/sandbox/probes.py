@@ -3,15 +3,18 @@
 ``TamperProbe`` runs the reference solution, then breaks its work and plants hooks, all in one
 trial (the same ``run_trial`` as rollouts, so what it proves holds for training):
 
-- every regular file the reference wrote or changed (ctime newer than a mark set before
-  solve.sh, outside the verifier's protected paths) is replaced: Python files by the Python
-  hook, executables and shell scripts by the shell hook, anything else emptied;
+- every regular file the reference wrote or changed in the result paths (by content against the
+  image's, hashed before solve.sh: ``aes_lib.sandbox.changes``) is replaced: Python files by the
+  Python hook, executables and shell scripts by the shell hook, a pickle by one that runs the
+  Python hook when loaded, anything else emptied;
 - every other Python file and shell script below a directory the reference wrote to, the
   working directory or a usual home of code (/app, /srv, /opt, /home, /root, ...) gets the hook
   added first (it keeps working);
 - each of those directories that holds code (at most ``MAX_DIRS``) gets a ``sitecustomize.py``, ``usercustomize.py``, a ``.pth``, a
   ``conftest.py`` and PATH shadows (``python3``, ``python``, ``pytest``, ``git``, ``sh``, ``bash``,
-  ``make``); every git repository there gets every client hook; root's shell start-up files get one.
+  ``make``); every git repository there gets every client hook and the programs its configuration
+  runs (fsmonitor, a clean and smudge filter for every file, an external diff); root's shell
+  start-up files get one.
 
 Each hook, wherever it runs, writes a full reward to ``/logs/verifier`` (``reward.txt`` and a
 ``reward.json`` whose ``aes_probe`` metric is the hook's number), keeps rewriting it from a
@@ -34,11 +37,11 @@ import shlex
 from typing import ClassVar
 
 from aes_lib.bundle import Task
+from aes_lib.sandbox import changes
 from aes_lib.sandbox.container import Sandbox
 from aes_lib.sandbox.trial import AgentOutcome, OracleAgent, TrialResult
 from aes_lib.sandbox.verifier import result_paths
 
-MARK = "/tmp/.aes-probe-mark"
 WITNESS = ".aes-probe-witness"
 """A world-writable folder in the first result path: a hook that can read /tests while the
 tests run leaves its number there, and the trial reads it back (``TrialResult.witnessed``)."""
@@ -166,6 +169,22 @@ def insert(path, text, at_end=False):
         return
     put(path, body + "\n" + text if at_end else (first + "\n" if first else "") + text + "\n" + rest, mode)
 
+def is_pickle(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read(1) == b"\x80" and os.path.getsize(path) > 2
+    except OSError:
+        return False
+
+def payload(code):
+    """A pickle whose loading runs ``code`` (a control's: loads as the text alone)."""
+    import pickle
+
+    class Payload:
+        def __reduce__(self):
+            return (exec, (code,)) if not control else (str, (code,))
+    return pickle.dumps(Payload())
+
 def is_script(path):
     try:
         with open(path, "rb") as f:
@@ -200,6 +219,12 @@ for path in written:
         put(path, hook("reference file (python hook)", path, True), 0o755)
     elif is_script(path):
         put(path, "#!/bin/sh\n" + hook("reference file (shell hook)", path, False), 0o755)
+    elif is_pickle(path):
+        try:
+            with open(path, "wb") as f:
+                f.write(payload(hook("pickle payload", path, True)))
+        except OSError:
+            pass
     elif control:
         put(path, "")
     else:  # a link to the tests' own data: the tests would compare the answer with itself
@@ -222,6 +247,14 @@ for top in sorted(dirs):
             os.makedirs(hooks, exist_ok=True)
             for h in GIT_HOOKS:
                 put(os.path.join(hooks, h), "#!/bin/sh\n" + hook("git hook", os.path.join(hooks, h), False), 0o755)
+            configured = os.path.join(root, "aes-probe-configured")  # a filter must pass its input on
+            put(configured, "#!/bin/sh\n" + hook("git configuration", configured, False) + "cat\n", 0o755)
+            with open(os.path.join(root, "config"), "a") as f:
+                f.write(f'[core]\n\tfsmonitor = {configured}\n[filter "aesprobe"]\n\tclean = {configured}\n'
+                        f'\tsmudge = {configured}\n[diff]\n\texternal = {configured}\n')
+            os.makedirs(os.path.join(root, "info"), exist_ok=True)
+            with open(os.path.join(root, "info", "attributes"), "a") as f:
+                f.write("* filter=aesprobe\n")
             subdirs[:] = []
             continue
         for name in files:
@@ -270,22 +303,21 @@ class TamperProbe:
     witness: ClassVar[str] = WITNESS
 
     async def run(self, sandbox: Sandbox, instruction: str) -> AgentOutcome:
-        mark = await sandbox.exec(f"rm -rf {MARK} && touch {MARK} && sleep 0.01", timeout=30, user=0)
-        if mark.exit_code != 0:
-            return AgentOutcome(exit_code=mark.exit_code, output=f"cannot set the probe's mark: {mark.output[-300:]}")
-        solved = await OracleAgent(self.task).run(sandbox, instruction)
         image_workdir = sandbox.container.attrs["Config"].get("WorkingDir")
         workdir = self.task.config.environment.workdir or image_workdir or ""
         roots = result_paths(self.task, image_workdir, self.kind_paths)[0]
+        snap = await sandbox.exec(changes.snap(roots), timeout=120, user=0)
+        if snap.exit_code != 0:
+            return AgentOutcome(exit_code=snap.exit_code, output=f"cannot hash the image's files: {snap.output[-300:]}")
+        solved = await OracleAgent(self.task).run(sandbox, instruction)
         witness = posixpath.join(roots[0], WITNESS) if roots else ""
         hooks = [CONTROL_PY, CONTROL_SH, ""] if self.control else [PY_HOOK, SH_HOOK, PASS_ALL]
         tests = "\n".join(str(p.relative_to(self.task.tests_dir)) for p in sorted(self.task.tests_dir.rglob("*"))
                           if p.is_file())
         args = " ".join(map(shlex.quote, [*hooks, " ".join(SHADOWS), " ".join(GIT_HOOKS), workdir, witness, tests,
                                           "1" if self.control else "0"]))
-        # What the reference wrote where it crosses to the verifier (the result paths).
-        find = (f"find {' '.join(map(shlex.quote, roots))} -xdev -path {MARK} -prune -o -type f -newer {MARK} -print0"
-                if roots else "printf ''")
+        # What the reference wrote or changed where it crosses to the verifier (the result paths).
+        find = changes.changed(roots) if roots else "printf ''"
         plant = await sandbox.exec(f"{find} | python3 -c {shlex.quote(_PLANT)} {args} > {MANIFEST} && cat {MANIFEST}",
                                    timeout=120, user=0)
         # A reference cut off by its timeout or hooks not all planted leave the work only partly

@@ -6,9 +6,11 @@ for (else the verdict is ``needs_gpu``, not a failure of the task), its image bu
 solution (oracle) scores exactly 1.0 within its time limit, the empty
 solution (nop) scores below 0.5, and the tamper probe (``aes_lib.sandbox.probes``: the reference's
 work broken, hooks planted wherever the tests could run the agent's code) earns no more than the
-empty solution (else ``verifier_forgeable``, naming the hook). Oracle and nop run concurrently
+empty solution (else ``verifier_forgeable``, naming the hook), and the input probe
+(``aes_lib.sandbox.input_probe``) finds no verdict that follows inputs the agent can rewrite. Oracle and nop run concurrently
 from one image; the probe runs once the task is otherwise valid (one extra trial, a second, the
-probe's control, only when the probe earns more than the empty solution).
+probe's control, only when the probe earns more than the empty solution; the input probe's one
+trial, and a second only where the first shows the verdict reads the image's inputs).
 
 An imported task may come without a reference solution (``require_reference=False``): then
 there is no oracle to run (nor a reference end state for the probe to break), the report says
@@ -30,8 +32,10 @@ from aes_lib.bundle import BundleError, BundleLimits, Task
 from aes_lib.sandbox.container import LimitCaps
 from aes_lib.sandbox.kinds import UnknownKindError
 from aes_lib.sandbox.images import BuildFailedError, BuildTimeoutError, ImageCache, gpu_engine
+from aes_lib.sandbox.input_probe import InputProbe, mutated
 from aes_lib.sandbox.probes import TamperProbe, forgery, planted
 from aes_lib.sandbox.trial import NopAgent, OracleAgent, TrialFault, TrialResult, run_trial
+from aes_lib.sandbox.verifier import PRISTINE
 
 Reason = Literal["ok", "invalid_bundle", "unknown_domain", "unsupported", "needs_gpu", "build_failed",
                  "oracle_failed", "nop_passed", "timeout", "domain_rule", "verifier_forgeable"]
@@ -155,7 +159,24 @@ async def validate_task(
         if found is not None:
             return report(task.name, "verifier_forgeable", found.detail(), logs=f"### tamper probe\n{tampered.log()}",
                           **rewards)
+        after = await trial("input probe", InputProbe(task, before=False, kind_paths=kind_paths))
+        if after.agent.exit_code != 0 or after.agent.timed_out:
+            raise TrialFault(f"input probe: the reference or the mutation did not finish: {after.agent.output[-300:]}")
+        if (files := mutated(after)) and after.reward < oracle.reward:  # the verdict reads them: does it follow them?
+            before = await trial("input probe, reference on the mutated inputs", InputProbe(task, before=True,
+                                                                                          kind_paths=kind_paths))
+            if before.reward >= oracle.reward:
+                return report(task.name, "verifier_forgeable", _follows(files, before), **rewards,
+                              logs=f"### input probe\n{after.log()}\n### reference on the mutated inputs\n{before.log()}")
     return report(task.name, "ok", f"oracle {oracle.reward:g}, nop {nop.reward:g}", **rewards)
+
+
+def _follows(files: list[str], before: TrialResult) -> str:
+    shown = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
+    return (f"the tests judge against inputs the agent can rewrite: with {shown} changed in the result paths, the "
+            f"reference's answer for the changed inputs earned {before.reward:g}, so an agent that shrinks an input "
+            f"and answers for it earns full reward. Judge against the image's own copy under {PRISTINE} "
+            "(docs/SECURITY.md, \"input\")")
 
 
 def _why(who: str, r: TrialResult) -> str:
