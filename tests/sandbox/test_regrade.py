@@ -53,6 +53,15 @@ async def test_the_same_verifier_gives_the_same_reward_without_the_agent(images)
 
 
 @pytest.mark.docker
+async def test_padding_the_results_does_not_dodge_regrading(images):
+    # 16 MiB of incompressible noise beside the forgery: an end state over the old 8 MiB cap.
+    task = Task.load(LEDGER)
+    trial = await run_trial(task, ShellAgent(LINKS + " && head -c 16777216 /dev/urandom > /app/.pad"), images)
+    assert trial.end_state is not None and len(trial.end_state) > 16 << 20
+    assert (await regrade(task, trial.end_state, images)).reward == trial.reward
+
+
+@pytest.mark.docker
 async def test_a_stricter_verifier_takes_back_a_forged_reward(images, monkeypatch):
     task = Task.load(LEDGER)
     with monkeypatch.context() as old:

@@ -17,9 +17,10 @@ import tarfile
 import tempfile
 from typing import IO
 
-MAX_END_STATE_BYTES = 8 << 20
-"""Most bytes (compressed) one trial's end state may take in the store; a larger one is not
-kept, and that trial cannot be re-graded (``aes regrade`` counts it)."""
+MAX_END_STATE_BYTES = 1 << 30
+"""Most bytes (compressed) one trial's end state may take in the store: as many as may cross
+(``verifier.MAX_RESULT_BYTES``), so every attempt whose results crossed can be re-graded. A
+smaller cap let a policy dodge ``aes regrade`` by padding its results."""
 _SPOOL = 32 << 20
 
 

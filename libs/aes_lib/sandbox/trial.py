@@ -107,7 +107,7 @@ class TrialResult:
     end_state: bytes | None = dataclasses.field(default=None, repr=False)
     """The agent's result paths as the engine read them (``aes_lib.sandbox.end_state``), for
     ``regrade``; None where a trial cannot be re-graded from them alone (multi-step, a separate
-    verifier, services beside the task) or they exceed ``end_state.MAX_END_STATE_BYTES``."""
+    verifier, services beside the task)."""
 
     @property
     def timed_out(self) -> bool:
