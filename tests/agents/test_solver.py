@@ -86,9 +86,10 @@ async def test_replayed_rollout_scores_and_publishes(tmp_path, bus):
     with ReplayServer(replies) as srv:
         client = ChatClient(srv.url, "replay")
         r = await rollout(task, client, ImageCache(kinds=DomainKinds()),
-                          store, LoopLimits(max_turns=5), env_id="seed-csv")
+                          store, LoopLimits(max_turns=5, time_limit_s=900.0), env_id="seed-csv")
         await client.aclose()
     assert r.trajectory.reward == 1.0 and r.trajectory.stop_reason == "done"
+    assert "5 replies and 600 s in all" in srv.requests[0]["messages"][0]["content"]  # the task's timeout binds
     assert "reward" in r.trajectory.verifier_output
     await publish_rollout(bus, r.outcome, episode_id="ep1", group_id="g1", purpose="calibration")
     assert await bus.history(subjects.TRAJECTORIES, TrajectoryRef) == []  # not trained on
