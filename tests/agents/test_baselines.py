@@ -61,6 +61,15 @@ async def test_feedback_mode_revises_after_validation_logs(tmp_path):
     assert gen.report.ok and gen.packed is not None and gen.trajectory.format_errors == 1
 
 
+async def test_feedback_mode_says_a_reply_was_cut_at_its_token_cap(tmp_path):
+    with ReplayServer(["=== FILE: instruction.md ===\nWrite the"] * 2, cut=frozenset({0, 1})) as srv:
+        gen = await generate(A, ChatClient(srv.url, "replay"), _store(tmp_path), mode="feedback",
+                             images=ImageCache(kinds=DomainKinds()), limits=BaselineLimits(max_revisions=1, max_tokens=900))
+    told = srv.requests[1]["messages"][-1]["content"]
+    assert "Your reply was cut at 900 tokens" in told and "Keep every file short" in told
+    assert gen.failure == "format_error" and gen.trajectory.format_errors == 2
+
+
 async def test_feedback_mode_gives_up_after_revisions(tmp_path):
     with ReplayServer([format_files(BROKEN)] * 2) as srv:
         gen = await generate(A, ChatClient(srv.url, "replay"), _store(tmp_path), mode="feedback",

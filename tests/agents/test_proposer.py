@@ -300,3 +300,19 @@ async def test_only_memory_and_tools_persist_and_instructions_stay_the_harness_c
     assert out.splitlines()[1] == "# Writing a training environment"  # the harness's copy, not "hacked"
     assert "keep\ntool\n" in out and "link" not in out and "pipe" not in out
     assert "hacked" not in first_prompt
+
+
+async def test_a_proposer_reply_cut_at_the_token_cap_is_told_so(tmp_path):
+    """The proposer's loop hears the same: its reply was cut at its episode's cap."""
+    from aes_lib.agents.proposer.harness import EpisodeBudget, run_episode
+    from aes_lib.blobstore import open_store
+    from aes_lib.models import ChatClient
+
+    a = Assignment(idempotency_key="c", episode_id="ep", lineage=Lineage(assignment_id="c", mode="agent"), direction="new")
+    with ReplayServer(["=== FILE: instruction.md ===\nWrite a", "TASK_DONE"], cut=frozenset({0})) as srv:
+        ep = await run_episode(a, ChatClient(srv.url, "replay"), None, ImageCache(kinds=DomainKinds()),
+                               open_store(f"file://{tmp_path}/blobs"), past=[], state_file=tmp_path / "state.tar.gz",
+                               budget=EpisodeBudget().with_loop(max_tokens=700))
+        told = srv.requests[1]["messages"][-1]["content"]
+    assert "Your reply was cut at 700 tokens" in told and "No command found" not in told
+    assert ep.trajectory.turns[0].format_error and ep.failure == "no_submission"

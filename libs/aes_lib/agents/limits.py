@@ -48,3 +48,9 @@ class LoopLimits:
         return (f"{self.max_turns} replies and {self.time_limit_s:g} s in all; a reply of at most {self.max_tokens} "
                 f"tokens; commands time out after {self.command_timeout_s:g} s and show at most "
                 f"{self.max_output_chars} characters of output; {history}, so keep notes in files.")
+
+
+def cut_notice(max_tokens: int, advice: str) -> str:
+    """What a model whose reply the engine cut at the token cap is told (``finish_reason``
+    ``length``): the cap lost its work, not a mistake of format, and ``advice`` says what to send."""
+    return f"Your reply was cut at {max_tokens} tokens, the most a reply may have, before it was complete. {advice}"

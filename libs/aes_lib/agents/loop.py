@@ -5,7 +5,8 @@ The model sees a system prompt and the task, and acts through the episode's prot
 runs in a container through ``Shell.exec`` (or, for a harness tool, through the tool
 handler), and its (truncated) output goes back as the protocol's result message. The loop
 ends when the model says it is done, at the turn limit, the time limit, or a model failure.
-Junk replies get a format-error message back and count against the turn budget.
+Junk replies get a format-error message back and count against the turn budget; a reply the
+engine cut at the token cap is told so instead (its call was lost to the cap, not to a format mistake).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from aes_lib.agents.limits import LoopLimits
+from aes_lib.agents.limits import LoopLimits, cut_notice
 from aes_lib.agents.protocol import AgentProtocol, Call, FencedProtocol
 from aes_proto.trajectory import Trajectory
 from aes_lib.agents.trajectory import turn_from_chat
@@ -154,7 +155,8 @@ async def run_loop(
                 break
             if call.error:
                 turn.format_error = True
-                observation = call.error
+                observation = (cut_notice(limits.max_tokens, "Send a shorter reply: one command, with little or no text "
+                                          "around it.") if chat.finish_reason == "length" else call.error)
             else:
                 out = await _run(call, shell, tools, limits)
                 commands.append(call.command)
