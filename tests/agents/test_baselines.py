@@ -105,3 +105,18 @@ def test_each_request_states_its_budgets():
     assert "up to 2 times" in first_prompt(a, None, revisions=2) and "checked" not in first_prompt(a, None)
     text = system_prompt(EpisodeBudget().with_loop(max_turns=7, history_turns=0))
     assert "7 replies" in text and "the whole conversation is re-sent" in text and "at most 2 calls" in text
+
+
+def test_a_one_shot_request_aims_at_the_pass_band_only_when_it_sees_the_solvers_results():
+    """A ``new`` assignment has no pass rate to aim from: the one-shot request does not tell it to
+    aim at half; one with the parent's pass rate and commonest failure does, and shows both."""
+    from aes_lib.agents.proposer.baselines import first_prompt
+    from aes_proto.messages import Assignment, Lineage
+
+    blind = first_prompt(Assignment(idempotency_key="a", episode_id="e", direction="new",
+                                    lineage=Lineage(assignment_id="a")), None)
+    assert "about half of the time" not in blind and "You see no results of the current solver" in blind
+    seen = first_prompt(Assignment(idempotency_key="a", episode_id="e", direction="harder", pass_rate=0.8,
+                                   common_failure="FAILED test_edge", lineage=Lineage(assignment_id="a")), None)
+    assert "about half of the time" in seen and "You see no results" not in seen
+    assert "solver pass rate on the parent: 0.80" in seen and "commonest failure: FAILED test_edge" in seen

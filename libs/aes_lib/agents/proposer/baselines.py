@@ -74,12 +74,26 @@ def parent_view(parent_dir: Path, max_chars: int = 2500, data_lines: int = 5) ->
     return format_files(files)
 
 
+_AIM = "Aim for a task the current solver solves"
+_BLIND = ("You see no results of the current solver this round (the parent has none yet), so you cannot aim "
+          "at its pass rate: write a task of moderate difficulty, several steps with every requirement stated.")
+
+
+def guide(a: Assignment) -> str:
+    """The guide without the agentic workspace the one-shot modes do not have (``## Your workspace``
+    on); without a pass rate on the parent they are not told to aim at a band they cannot see."""
+    text = INSTRUCTIONS.read_text().split("## Your workspace")[0]
+    if a.pass_rate is not None:
+        return text
+    return "\n\n".join(_BLIND if p.startswith(_AIM) else p for p in text.split("\n\n"))
+
+
 def first_prompt(a: Assignment, parent_dir: Path | None, previous_dir: Path | None = None, *,
                  revisions: int = 0) -> str:
-    """The guide without the agentic workspace it does not have (``## Your workspace`` on), the
-    assignment, the parent and previous candidate inline, and the template in the reply format;
-    ``revisions`` (feedback mode): how often a failed check comes back for another attempt."""
-    parts = [INSTRUCTIONS.read_text().split("## Your workspace")[0], assignment_text(a, inline=True)]
+    """The guide (``guide``), the assignment, the parent and previous candidate inline, and the
+    template in the reply format; ``revisions`` (feedback mode): how often a failed check comes
+    back for another attempt."""
+    parts = [guide(a), assignment_text(a, inline=True)]
     if parent_dir is not None:
         parts.append("## The parent task\n" + parent_view(parent_dir))
     if previous_dir is not None:  # a revision: the rejected candidate the feedback is about
