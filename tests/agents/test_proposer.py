@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shlex
+import shutil
 import tarfile
 from pathlib import Path
 
@@ -247,6 +248,39 @@ async def test_tools_refuse_unknown_tools_and_escapes():
     assert r.exit_code == 1 and "'/etc' is outside the workspace" in r.output
     assert not fetched and [c.exit_code for c in tools.calls] == [2, 1]
     tools.close()
+
+
+async def test_check_names_the_tests_the_empty_solution_passes_and_the_reference_fails(tmp_path):
+    """A real small task: one test checks nothing the solver does (the empty solution passes it),
+    one asks for a file the reference never writes; check names both, not just the rewards."""
+    from aes_lib.agents.proposer.files import write_files
+    from aes_lib.agents.proposer.workspace import install_verifier
+
+    tests = ("from pathlib import Path\n\n\ndef test_sum():\n    assert Path('/app/out/sum.txt').read_text() == '12\\n'\n\n\n"
+             "def test_input_is_there():\n    assert Path('/app/nums.txt').exists()\n\n\n"
+             "def test_mean():\n    assert Path('/app/out/mean.txt').read_text() == '4\\n'\n")
+    write_files({
+        "instruction.md": "Write the sum of the integers in `/app/nums.txt` to `/app/out/sum.txt`.\n",
+        "task.toml": 'schema_version = "1.4"\n\n[task]\nname = "aes-test/sum"\n\n[verifier]\ntimeout_sec = 60.0\n',
+        "environment/Dockerfile": "FROM aes-base:latest\nWORKDIR /app\nRUN printf '3\\n4\\n5\\n' > /app/nums.txt\n",
+        "solution/solve.sh": "#!/bin/bash\nmkdir -p /app/out\nawk '{s+=$1} END {print s}' /app/nums.txt > /app/out/sum.txt\n",
+        "tests/test_sum.py": tests,
+    }, tmp_path / "task")
+    install_verifier(tmp_path / "task")
+
+    async def fetch(rel, local):
+        shutil.copytree(tmp_path / rel, local)
+
+    tools = ProposerTools(fetch_dir=fetch, images=ImageCache(kinds=DomainKinds()), store=None, solver_client=None)
+    r = await tools("aes-tool check task")
+    tools.close()
+    assert r.exit_code == 1 and "empty-solution reward: 0.333333" in r.output, r.output
+    lines = r.output.splitlines()
+    assert "the empty solution passes test_sum.py::test_input_is_there" in lines
+    assert [ln for ln in lines if ln.startswith("the empty solution passes")] == \
+        ["the empty solution passes test_sum.py::test_input_is_there"]
+    [fails] = [ln for ln in lines if ln.startswith("the reference solution fails")]
+    assert fails.startswith("the reference solution fails test_sum.py::test_mean - ")
 
 
 @pytest.mark.model
