@@ -120,3 +120,15 @@ def test_a_one_shot_request_aims_at_the_pass_band_only_when_it_sees_the_solvers_
                                    common_failure="FAILED test_edge", lineage=Lineage(assignment_id="a")), None)
     assert "about half of the time" in seen and "You see no results" not in seen
     assert "solver pass rate on the parent: 0.80" in seen and "commonest failure: FAILED test_edge" in seen
+
+
+def test_the_guide_says_how_to_be_hard_and_that_a_failure_path_test_needs_the_success_path():
+    """Both the agentic guide and the one-shot request carry the advice."""
+    from aes_lib.agents.proposer.baselines import first_prompt
+    from aes_lib.agents.proposer.workspace import INSTRUCTIONS
+    from aes_proto.messages import Assignment, Lineage
+
+    a = Assignment(idempotency_key="a", episode_id="e", direction="new", lineage=Lineage(assignment_id="a"))
+    for text in (INSTRUCTIONS.read_text(), first_prompt(a, None)):
+        assert "A hard task for a weaker solver" in text and "larger inputs" in text and "real tools" in text
+        assert "must also check that valid input succeeds" in text and "every requirement\n  still stated" in text
