@@ -155,8 +155,8 @@ async def run_loop(
                 break
             if call.error:
                 turn.format_error = True
-                observation = (cut_notice(limits.max_tokens, "Send a shorter reply: one command, with little or no text "
-                                          "around it.") if chat.finish_reason == "length" else call.error)
+                observation = call.error if chat.finish_reason != "length" else cut_notice(
+                    limits.max_tokens, "Send a shorter reply: one command, with little or no text around it.")
             else:
                 out = await _run(call, shell, tools, limits)
                 commands.append(call.command)
