@@ -191,7 +191,7 @@ async def validate_dataset(root: Path, images, scratch: Path, *, jobs: int = 1,
             return ImportedTask(source, source, prechecked_report(check), "prechecked")
         if f"{check.digest} {policy}" in done.done:
             d = {k: v for k, v in done.done[f"{check.digest} {policy}"].items() if k in fields}
-            report = ValidationReport(**{**d, "warnings": tuple(d.get("warnings", ()))})
+            report = ValidationReport(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})  # JSON lists
             return ImportedTask(source, await asyncio.to_thread(as_imported, source, scratch / str(i), network),
                                 report, "resumed")
         if check.digest and check.digest in first:

@@ -61,6 +61,15 @@ async def test_feedback_mode_revises_after_validation_logs(tmp_path):
     assert gen.report.ok and gen.packed is not None and gen.trajectory.format_errors == 1
 
 
+async def test_feedback_mode_says_a_reply_was_cut_at_its_token_cap(tmp_path):
+    with ReplayServer(["=== FILE: instruction.md ===\nWrite the"] * 2, cut=frozenset({0, 1})) as srv:
+        gen = await generate(A, ChatClient(srv.url, "replay"), _store(tmp_path), mode="feedback",
+                             images=ImageCache(kinds=DomainKinds()), limits=BaselineLimits(max_revisions=1, max_tokens=900))
+    told = srv.requests[1]["messages"][-1]["content"]
+    assert "Your reply was cut at 900 tokens" in told and "Keep every file short" in told
+    assert gen.failure == "format_error" and gen.trajectory.format_errors == 2
+
+
 async def test_feedback_mode_gives_up_after_revisions(tmp_path):
     with ReplayServer([format_files(BROKEN)] * 2) as srv:
         gen = await generate(A, ChatClient(srv.url, "replay"), _store(tmp_path), mode="feedback",
@@ -96,3 +105,30 @@ def test_each_request_states_its_budgets():
     assert "up to 2 times" in first_prompt(a, None, revisions=2) and "checked" not in first_prompt(a, None)
     text = system_prompt(EpisodeBudget().with_loop(max_turns=7, history_turns=0))
     assert "7 replies" in text and "the whole conversation is re-sent" in text and "at most 2 calls" in text
+
+
+def test_a_one_shot_request_aims_at_the_pass_band_only_when_it_sees_the_solvers_results():
+    """A ``new`` assignment has no pass rate to aim from: the one-shot request does not tell it to
+    aim at half; one with the parent's pass rate and commonest failure does, and shows both."""
+    from aes_lib.agents.proposer.baselines import first_prompt
+    from aes_proto.messages import Assignment, Lineage
+
+    blind = first_prompt(Assignment(idempotency_key="a", episode_id="e", direction="new",
+                                    lineage=Lineage(assignment_id="a")), None)
+    assert "about half of the time" not in blind and "You see no results of the current solver" in blind
+    seen = first_prompt(Assignment(idempotency_key="a", episode_id="e", direction="harder", pass_rate=0.8,
+                                   common_failure="FAILED test_edge", lineage=Lineage(assignment_id="a")), None)
+    assert "about half of the time" in seen and "You see no results" not in seen
+    assert "solver pass rate on the parent: 0.80" in seen and "commonest failure: FAILED test_edge" in seen
+
+
+def test_the_guide_says_how_to_be_hard_and_that_a_failure_path_test_needs_the_success_path():
+    """Both the agentic guide and the one-shot request carry the advice."""
+    from aes_lib.agents.proposer.baselines import first_prompt
+    from aes_lib.agents.proposer.workspace import INSTRUCTIONS
+    from aes_proto.messages import Assignment, Lineage
+
+    a = Assignment(idempotency_key="a", episode_id="e", direction="new", lineage=Lineage(assignment_id="a"))
+    for text in (INSTRUCTIONS.read_text(), first_prompt(a, None)):
+        assert "A hard task for a weaker solver" in text and "larger inputs" in text and "real tools" in text
+        assert "must also check that valid input succeeds" in text and "every requirement\n  still stated" in text

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shlex
+import shutil
 import tarfile
 from pathlib import Path
 
@@ -249,6 +250,39 @@ async def test_tools_refuse_unknown_tools_and_escapes():
     tools.close()
 
 
+async def test_check_names_the_tests_the_empty_solution_passes_and_the_reference_fails(tmp_path):
+    """A real small task: one test checks nothing the solver does (the empty solution passes it),
+    one asks for a file the reference never writes; check names both, not just the rewards."""
+    from aes_lib.agents.proposer.files import write_files
+    from aes_lib.agents.proposer.workspace import install_verifier
+
+    tests = ("from pathlib import Path\n\n\ndef test_sum():\n    assert Path('/app/out/sum.txt').read_text() == '12\\n'\n\n\n"
+             "def test_input_is_there():\n    assert Path('/app/nums.txt').exists()\n\n\n"
+             "def test_mean():\n    assert Path('/app/out/mean.txt').read_text() == '4\\n'\n")
+    write_files({
+        "instruction.md": "Write the sum of the integers in `/app/nums.txt` to `/app/out/sum.txt`.\n",
+        "task.toml": 'schema_version = "1.4"\n\n[task]\nname = "aes-test/sum"\n\n[verifier]\ntimeout_sec = 60.0\n',
+        "environment/Dockerfile": "FROM aes-base:latest\nWORKDIR /app\nRUN printf '3\\n4\\n5\\n' > /app/nums.txt\n",
+        "solution/solve.sh": "#!/bin/bash\nmkdir -p /app/out\nawk '{s+=$1} END {print s}' /app/nums.txt > /app/out/sum.txt\n",
+        "tests/test_sum.py": tests,
+    }, tmp_path / "task")
+    install_verifier(tmp_path / "task")
+
+    async def fetch(rel, local):
+        shutil.copytree(tmp_path / rel, local)
+
+    tools = ProposerTools(fetch_dir=fetch, images=ImageCache(kinds=DomainKinds()), store=None, solver_client=None)
+    r = await tools("aes-tool check task")
+    tools.close()
+    assert r.exit_code == 1 and "empty-solution reward: 0.333333" in r.output, r.output
+    lines = r.output.splitlines()
+    assert "the empty solution passes test_sum.py::test_input_is_there" in lines
+    assert [ln for ln in lines if ln.startswith("the empty solution passes")] == \
+        ["the empty solution passes test_sum.py::test_input_is_there"]
+    [fails] = [ln for ln in lines if ln.startswith("the reference solution fails")]
+    assert fails.startswith("the reference solution fails test_sum.py::test_mean - ")
+
+
 @pytest.mark.model
 async def test_local_model_episode_reaches_the_validator_or_is_recorded(bus, local_model_url, monkeypatch, tmp_path):
     """SmolLM2-135M as proposer: whatever it does, the outcome is on the bus."""
@@ -300,3 +334,19 @@ async def test_only_memory_and_tools_persist_and_instructions_stay_the_harness_c
     assert out.splitlines()[1] == "# Writing a training environment"  # the harness's copy, not "hacked"
     assert "keep\ntool\n" in out and "link" not in out and "pipe" not in out
     assert "hacked" not in first_prompt
+
+
+async def test_a_proposer_reply_cut_at_the_token_cap_is_told_so(tmp_path):
+    """The proposer's loop hears the same: its reply was cut at its episode's cap."""
+    from aes_lib.agents.proposer.harness import EpisodeBudget, run_episode
+    from aes_lib.blobstore import open_store
+    from aes_lib.models import ChatClient
+
+    a = Assignment(idempotency_key="c", episode_id="ep", lineage=Lineage(assignment_id="c", mode="agent"), direction="new")
+    with ReplayServer(["=== FILE: instruction.md ===\nWrite a", "TASK_DONE"], cut=frozenset({0})) as srv:
+        ep = await run_episode(a, ChatClient(srv.url, "replay"), None, ImageCache(kinds=DomainKinds()),
+                               open_store(f"file://{tmp_path}/blobs"), past=[], state_file=tmp_path / "state.tar.gz",
+                               budget=EpisodeBudget().with_loop(max_tokens=700))
+        told = srv.requests[1]["messages"][-1]["content"]
+    assert "Your reply was cut at 700 tokens" in told and "No command found" not in told
+    assert ep.trajectory.turns[0].format_error and ep.failure == "no_submission"

@@ -12,7 +12,7 @@ from replay_server import ReplayServer
 from aes_lib.agents.loop import LoopLimits, run_loop
 from aes_lib.agents.proposer.tools import SPEC as AES_TOOL
 from aes_lib.agents.protocol import FencedProtocol, ProtocolError, ToolCallProtocol, make_protocol
-from aes_lib.agents.solver import SYSTEM_PROMPT, system_prompt
+from aes_lib.agents.solver import SYSTEM_PROMPT, SolverAgent, solver_limits, system_prompt
 from aes_lib.flywheel.config import FlywheelConfig, FlywheelConfigError
 from aes_lib.models import ChatClient
 from aes_lib.sandbox.container import Limits, Sandbox
@@ -91,13 +91,31 @@ def test_a_reply_without_a_call_is_a_format_error_and_ids_are_made_when_missing(
     assert [c.command for c in reply.calls] == ["pwd", "id"]
 
 
+def test_the_solver_prompt_states_every_configured_limit():
+    """Each limit that can cut an attempt is in the system prompt, from the settings in force:
+    a solver should not learn them by running into them."""
+    def prompt(config: FlywheelConfig) -> str:
+        limits = solver_limits(config, time_limit_s=250.0, command_timeout_s=45.0, max_output_chars=1200)
+        return SolverAgent(ChatClient("http://127.0.0.1:9", "m"), limits, rollout_id="r").system
+
+    text = prompt(FlywheelConfig(solver_max_turns=7, solver_max_tokens=333, solver_history_turns=4,
+                                 solver_context_tokens=5000))
+    for stated in ("7 replies", "250 s in all", "at most 333 tokens", "time out after 45 s",
+                   "at most 1200 characters of output", "the last 4 exchanges", "a 5000-token context"):
+        assert stated in text, stated
+    text = prompt(FlywheelConfig(solver_max_turns=12, solver_max_tokens=4096, solver_history_turns=0,
+                                 solver_context_tokens=0))
+    assert "12 replies" in text and "at most 4096 tokens" in text and "the whole conversation" in text
+    assert "-token context" not in text
+
+
 def test_the_fenced_protocol_is_todays_format_and_names_are_checked():
     fenced = FencedProtocol()
     assert fenced.request() == {}
     (c,) = fenced.parse("```bash\nls\n```", []).calls
     assert c.command == "ls" and fenced.result(c, "x") == {"role": "user", "content": "x"}
     assert "exactly one shell command in a fenced block" in SYSTEM_PROMPT
-    assert "call `finish`" in system_prompt(make_protocol("tools"))
+    assert "call `finish`" in system_prompt(make_protocol("tools"), LoopLimits())
     with pytest.raises(ProtocolError, match="agent protocol 'json': expected one of"):
         make_protocol("json")
     with pytest.raises(ProtocolError, match="tool choice 'none'"):

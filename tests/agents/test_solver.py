@@ -58,6 +58,20 @@ async def test_loop_runs_commands_counts_junk_and_stops_at_done():
     assert srv.requests[2]["messages"][-1]["content"] == "[exit code 0]\nhi\n"
 
 
+async def test_a_reply_cut_at_the_token_cap_is_told_so_not_called_a_format_error():
+    """The engine says it stopped at max_tokens: the model hears the cap and what to do, not
+    "No command found" (which reads as a mistake of format)."""
+    replies = ["First I will look at the files, then write a long plan and", "```bash\necho hi\n```", "TASK_DONE"]
+    with ReplayServer(replies, cut=frozenset({0})) as srv:
+        client = ChatClient(srv.url, "replay")
+        async with Sandbox.start("aes-base:latest", Limits(), labels=LABELS) as sb:
+            traj = await run_loop(client, sb, _start_traj(), LoopLimits(max_turns=5, max_tokens=50))
+        await client.aclose()
+    told = srv.requests[1]["messages"][-1]["content"]
+    assert "Your reply was cut at 50 tokens" in told and "one command" in told and "No command found" not in told
+    assert traj.turns[0].format_error and traj.turns[1].output == "[exit code 0]\nhi\n" and traj.stop_reason == "done"
+
+
 async def test_loop_command_timeout_and_turn_limit():
     with ReplayServer(["```bash\nsleep 30\n```", "```bash\ntrue\n```", "```bash\ntrue\n```"]) as srv:
         client = ChatClient(srv.url, "replay")
@@ -86,9 +100,10 @@ async def test_replayed_rollout_scores_and_publishes(tmp_path, bus):
     with ReplayServer(replies) as srv:
         client = ChatClient(srv.url, "replay")
         r = await rollout(task, client, ImageCache(kinds=DomainKinds()),
-                          store, LoopLimits(max_turns=5), env_id="seed-csv")
+                          store, LoopLimits(max_turns=5, time_limit_s=900.0), env_id="seed-csv")
         await client.aclose()
     assert r.trajectory.reward == 1.0 and r.trajectory.stop_reason == "done"
+    assert "5 replies and 600 s in all" in srv.requests[0]["messages"][0]["content"]  # the task's timeout binds
     assert "reward" in r.trajectory.verifier_output
     await publish_rollout(bus, r.outcome, episode_id="ep1", group_id="g1", purpose="calibration")
     assert await bus.history(subjects.TRAJECTORIES, TrajectoryRef) == []  # not trained on

@@ -39,6 +39,8 @@ class ReplayServer:
     """What ``GET /v1/models`` says owns the model (vLLM says ``vllm``)."""
     max_model_len: int | None = None
     """Context length ``GET /v1/models`` reports, as vLLM does (None: none reported)."""
+    cut: frozenset[int] = frozenset()
+    """Indices of the replies answered with ``finish_reason: length``, as a reply cut at the token cap."""
     peak_in_flight: int = 0
     """Most requests being answered at once."""
     requests: list[dict[str, Any]] = field(default_factory=list)
@@ -73,7 +75,7 @@ class ReplayServer:
             "id": f"replay-{i}",
             "object": "chat.completion",
             "model": self.model,
-            "choices": [{"index": 0, "finish_reason": "stop",
+            "choices": [{"index": 0, "finish_reason": "length" if i in self.cut else "stop",
                          "message": {"role": "assistant", "content": text}}],
             # Token counts approximated as chars/4: a replay has no tokenizer.
             "usage": {"prompt_tokens": prompt_chars // 4, "completion_tokens": len(text) // 4},

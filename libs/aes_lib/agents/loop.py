@@ -5,7 +5,8 @@ The model sees a system prompt and the task, and acts through the episode's prot
 runs in a container through ``Shell.exec`` (or, for a harness tool, through the tool
 handler), and its (truncated) output goes back as the protocol's result message. The loop
 ends when the model says it is done, at the turn limit, the time limit, or a model failure.
-Junk replies get a format-error message back and count against the turn budget.
+Junk replies get a format-error message back and count against the turn budget; a reply the
+engine cut at the token cap is told so instead (its call was lost to the cap, not to a format mistake).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from aes_lib.agents.limits import LoopLimits, cut_notice
 from aes_lib.agents.protocol import AgentProtocol, Call, FencedProtocol
 from aes_proto.trajectory import Trajectory
 from aes_lib.agents.trajectory import turn_from_chat
@@ -33,39 +35,6 @@ class Shell(Protocol):
     """What the loop needs from a sandbox."""
 
     async def exec(self, cmd: str, timeout: float = ..., user: str | None = ...) -> ExecLike: ...
-
-
-@dataclass(frozen=True)
-class LoopLimits:
-    """Budgets of one episode."""
-
-    max_turns: int = 20
-    """Model calls, format errors included."""
-    time_limit_s: float = 600.0
-    """Wall-clock budget of the whole loop; checked before each model call."""
-    command_timeout_s: float = 60.0
-    """Per command run in the container."""
-    max_output_chars: int = 1500
-    """Output returned to the model per command (head and tail kept)."""
-    max_tokens: int = 384
-    """Completion tokens per model call."""
-    temperature: float = 0.7
-    seed: int | None = None
-    """Sampling seed of the first model call (the n-th asks for seed + n), for an episode that
-    must repeat exactly on the same policy (``aes eval --seed``); None: the engine's randomness."""
-    history_turns: int = 6
-    """Past exchanges re-sent to the model (the task itself always is); 0: all of them, as far
-    as ``context_tokens`` allows. A small model's profile keeps a few; the trajectory records
-    everything either way."""
-    context_tokens: int = 0
-    """The model's context window: the history re-sent is cut to fit it with ``max_tokens`` to
-    spare (the oldest observations shortened first, then the oldest exchanges dropped; the task
-    and the last exchange stay whole). 0: no cut but ``history_turns``."""
-    protocol: str = "fenced"
-    """How the model acts (``aes_lib.tools.AGENT_PROTOCOLS``): ``fenced`` shell commands or native ``tools`` calls."""
-    tool_choice: str = "auto"
-    """Under ``tools``: ``auto``, ``required`` (the engine makes every reply a call) or a tool's name
-    (every reply calls it); see ``protocol.TOOL_CHOICES``."""
 
 
 CHARS_PER_TOKEN = 3.0
@@ -186,7 +155,8 @@ async def run_loop(
                 break
             if call.error:
                 turn.format_error = True
-                observation = call.error
+                observation = call.error if chat.finish_reason != "length" else cut_notice(
+                    limits.max_tokens, "Send a shorter reply: one command, with little or no text around it.")
             else:
                 out = await _run(call, shell, tools, limits)
                 commands.append(call.command)

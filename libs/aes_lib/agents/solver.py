@@ -14,7 +14,7 @@ import shlex
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from aes_lib.agents.bridge import BridgedShell
 from aes_lib.agents.loop import LoopLimits, run_loop
@@ -25,7 +25,7 @@ from aes_lib.domains import ToolSession, domain_of
 from aes_lib.faults import TransientError
 from aes_lib.flywheel.config import FlywheelConfig
 from aes_lib.models import ChatClient
-from aes_lib.sandbox.trial import AgentOutcome, run_trial
+from aes_lib.sandbox.trial import AgentOutcome, agent_timeout, run_trial
 from aes_lib.tools import ToolResult
 from aes_proto import subjects
 from aes_proto.messages import BlobRef, RolloutSummary, TrajectoryRef
@@ -60,8 +60,8 @@ class SolverAgent:
         self.client = client
         self.hints = hints
         self.protocol = make_protocol(limits.protocol, tools.specs if tools else (), limits.tool_choice)
-        self.system = "\n\n".join(p for p in (system_prompt(self.protocol), domain_prompt, tools.prompt if tools else "")
-                                    if p)
+        self.system = "\n\n".join(p for p in (system_prompt(self.protocol, limits), domain_prompt,
+                                                tools.prompt if tools else "") if p)
         self.tools = tools
         self.limits = limits
         self.trajectory = Trajectory(rollout_id=rollout_id, role="solver", env_id=env_id, model=client.model)
@@ -134,6 +134,8 @@ async def rollout(
     """One attempt on ``task`` (an ``aes_lib.bundle.Task``): agent loop, verifier, stored
     trajectory. ``hints`` extend the instruction (the calibrator's diagnostic attempt)."""
     domain = domain_of(task)
+    # The trial cuts the agent at the task's timeout: the loop (and so the prompt) keeps to it too.
+    limits = replace(limits, time_limit_s=min(limits.time_limit_s, agent_timeout(task)))
     agent = SolverAgent(client, limits, rollout_id=rollout_id or uuid.uuid4().hex, env_id=env_id, hints=hints,
                         domain_prompt=domain.solver_prompt, tools=domain.tools(task, client) if domain.tools else None)
     started = time.monotonic()

@@ -57,6 +57,10 @@ class ValidationReport:
     seconds: float = 0.0
     warnings: tuple[str, ...] = ()
     """task.toml's fields kept but not applied (``Task.warnings``): never a reason to fail."""
+    nop_passes: tuple[str, ...] = ()
+    """Tests the empty solution passed (from the verifier's ``pytest -rA`` summary), which check no work."""
+    oracle_fails: tuple[str, ...] = ()
+    """Tests the reference solution failed, with pytest's one-line reason."""
     no_reference: bool = False
     """The task has no reference solution: the oracle did not run (ok means built, nop < 0.5
     and the domain's gate); the calibrator's solver attempts must show it can be solved."""
@@ -138,7 +142,8 @@ async def validate_task(
         return report(task.name, "ok", f"no reference solution (oracle not run; the solver's attempts decide at "
                       f"calibration), nop {nop.reward:g}", nop_reward=nop.reward, no_reference=True)
     oracle, nop = await asyncio.gather(trial("oracle", OracleAgent(task)), trial("nop", NopAgent()))
-    rewards = {"oracle_reward": oracle.reward, "nop_reward": nop.reward}
+    rewards = {"oracle_reward": oracle.reward, "nop_reward": nop.reward, "nop_passes": _tests(nop, "PASSED"),
+               "oracle_fails": _tests(oracle, "FAILED", "ERROR")}
     logs = f"### oracle\n{oracle.log()}\n### nop\n{nop.log()}"
     if oracle.timed_out:
         which = "solve.sh" if oracle.agent.timed_out else "the verifier"
@@ -177,6 +182,14 @@ def _follows(files: list[str], before: TrialResult) -> str:
             f"reference's answer for the changed inputs earned {before.reward:g}, so an agent that shrinks an input "
             f"and answers for it earns full reward. Judge against the image's own copy under {PRISTINE} "
             "(docs/SECURITY.md, \"input\")")
+
+
+def _tests(r: TrialResult, *outcomes: str) -> tuple[str, ...]:
+    """The tests of ``r``'s verifier with one of ``outcomes`` in pytest's short summary (the last one:
+    captured output above it may print anything)."""
+    _, found, summary = r.verifier.output.rpartition("short test summary info")
+    marks = tuple(f"{o} " for o in outcomes)
+    return tuple(line.split(" ", 1)[1] for line in summary.splitlines() if found and line.startswith(marks))
 
 
 def _why(who: str, r: TrialResult) -> str:

@@ -56,17 +56,11 @@ _TOOLS = """Call the `bash` tool with one shell line per call
 def system_prompt(budget: "EpisodeBudget") -> str:
     """The proposer's system prompt under its protocol, with every budget of its episode: a model
     should not learn them by running into them."""
-    loop = budget.loop
-    history = (f"the last {loop.history_turns} exchanges are re-sent to you each turn" if loop.history_turns
-               else "the whole conversation is re-sent to you each turn")
-    episode = (f"{loop.max_turns} replies and {loop.time_limit_s:g} s in all; a reply of at most {loop.max_tokens} "
-               f"tokens; commands time out after {loop.command_timeout_s:g} s and show at most "
-               f"{loop.max_output_chars} characters of output; {history}, so keep notes in files.")
-    tools = loop.protocol == "tools"
+    tools = budget.loop.protocol == "tools"
     return _SYSTEM_PROMPT.format(
         workspace=WORKSPACE, act=_TOOLS if tools else _FENCED,
         native=" The `aes_tool` tool calls the same tools." if tools else "",
-        budgets=f"{episode} {budget.tools.prompt()}",
+        budgets=f"{budget.loop.prompt()} {budget.tools.prompt()}",
         give_up=f"Call `{FINISH}` to give up without submitting." if tools else
         f"Reply {DONE_MARKER} to give up without submitting.")
 

@@ -165,6 +165,8 @@ class ProposerTools:
             f"oracle reward: {report.oracle_reward}",
             f"empty-solution reward: {report.nop_reward}",
         ]
+        lines += [f"the empty solution passes {t}" for t in report.nop_passes]
+        lines += [f"the reference solution fails {t}" for t in report.oracle_fails]
         if report.detail:
             lines.append(report.detail)
         if not report.ok and report.logs:
