@@ -145,6 +145,8 @@ def hook(kind, path, py):
 
 def put(path, text, mode=0o644):
     try:
+        if os.path.islink(path):  # write the file itself, never where a link points
+            os.remove(path)
         with open(path, "w") as f:
             f.write(text)
         os.chmod(path, mode)
@@ -249,12 +251,13 @@ for top in sorted(dirs):
                 put(os.path.join(hooks, h), "#!/bin/sh\n" + hook("git hook", os.path.join(hooks, h), False), 0o755)
             configured = os.path.join(root, "aes-probe-configured")  # a filter must pass its input on
             put(configured, "#!/bin/sh\n" + hook("git configuration", configured, False) + "cat\n", 0o755)
-            with open(os.path.join(root, "config"), "a") as f:
-                f.write(f'[core]\n\tfsmonitor = {configured}\n[filter "aesprobe"]\n\tclean = {configured}\n'
-                        f'\tsmudge = {configured}\n[diff]\n\texternal = {configured}\n')
+            config = os.path.join(root, "config")  # may be a link into the tests, planted above
+            put(config, ("" if os.path.islink(config) else read(config))
+                + f'[core]\n\tfsmonitor = {configured}\n[filter "aesprobe"]\n\tclean = {configured}\n'
+                f'\tsmudge = {configured}\n[diff]\n\texternal = {configured}\n')
             os.makedirs(os.path.join(root, "info"), exist_ok=True)
-            with open(os.path.join(root, "info", "attributes"), "a") as f:
-                f.write("* filter=aesprobe\n")
+            attributes = os.path.join(root, "info", "attributes")
+            put(attributes, read(attributes) + "* filter=aesprobe\n")
             subdirs[:] = []
             continue
         for name in files:
@@ -322,7 +325,7 @@ class TamperProbe:
                                    timeout=120, user=0)
         # A reference cut off by its timeout or hooks not all planted leave the work only partly
         # broken: that run proves nothing either way (``planted`` is False for it).
-        return AgentOutcome(exit_code=plant.exit_code, timed_out=solved.timed_out or plant.timed_out,
+        return AgentOutcome(exit_code=solved.exit_code or plant.exit_code, timed_out=solved.timed_out or plant.timed_out,
                             output=f"{solved.output[-2000:]}\n== planted\n{plant.output}")
 
 

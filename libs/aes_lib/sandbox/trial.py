@@ -327,6 +327,17 @@ async def _agent_then_separate_verifier(sb: Sandbox, fresh: Sandbox, task: Task,
     return outcome, await _verify(fresh, task, agent, []), [], None
 
 
+def _following(agent: Agent, view: Task, last: bool) -> Agent:
+    """An agent that follows the task's reference (the oracle, the probes) follows the step's; a
+    probe runs only on the last step, after the earlier steps' references as they are (a probe's
+    breakage carried into a later step would break that step's reference, not the tests)."""
+    if not (dataclasses.is_dataclass(agent) and isinstance(getattr(agent, "task", None), Task)):
+        return agent
+    if last or isinstance(agent, OracleAgent):
+        return dataclasses.replace(agent, task=view)
+    return OracleAgent(view, getattr(agent, "timeout", None))
+
+
 async def _steps(task: Task, agent: Agent, start, startup: str | None, kind_paths: tuple[str, ...],
                  t0: float) -> TrialResult:
     """A multi-step task as Harbor runs it: the steps in order in one agent container, each
@@ -340,7 +351,7 @@ async def _steps(task: Task, agent: Agent, start, startup: str | None, kind_path
     async with start(alias=MAIN) as sb:
         for i, step in enumerate(task.config.steps or ()):
             view = task.for_step(i)
-            actor = OracleAgent(view, agent.timeout) if isinstance(agent, OracleAgent) else agent
+            actor = _following(agent, view, last=i == len(task.config.steps or ()) - 1)
 
             async with start() as fresh:
                 await _start_services(sb, startup)
@@ -372,6 +383,7 @@ async def _steps(task: Task, agent: Agent, start, startup: str | None, kind_path
     last = results[-1]
     return TrialResult(
         reward=reward, metrics=metrics, seconds=time.monotonic() - t0, error="; ".join(errors), dropped=tuple(dropped),
+        witnessed=verified.witnessed,
         # The first step's status that is not 0 (None: unknown or killed), else 0.
         agent=AgentOutcome(exit_code=next((c for c in codes if c != 0), 0), timed_out=outcome.timed_out,
                            output="\n".join(outcomes)),
