@@ -85,8 +85,7 @@ def run(policy: Path, setting: dict, seed: int) -> list[float]:
     tok = AutoTokenizer.from_pretrained(policy)
     model = AutoModelForCausalLM.from_pretrained(policy, dtype=torch.float32)
     trainer = DppoTrainer(model, LearnerConfig(groups_per_batch=1, kernel_backend="torch", **setting))
-    prompts = [fixtures.solver_prompt_ids(tok, (fixtures.TASKS / t / "instruction.md").read_text())
-               for t in ("word-banana", "word-banana-alt")]
+    prompts = [fixtures.solver_prompt_ids(tok, fixtures.TASKS / t) for t in ("word-banana", "word-banana-alt")]
     rng = torch.Generator().manual_seed(seed)
     means = []
     for _ in range(WAVES):

@@ -27,6 +27,7 @@ import random
 from pathlib import Path
 
 from aes_lib import families
+from aes_lib.agents.limits import LoopLimits
 from aes_lib.agents.proposer import parametric_prompt
 from aes_lib.families import Params
 
@@ -55,15 +56,18 @@ class PolicySpec:
     batch: int = 8
     """Solver examples per step (and as many proposer examples)."""
     seed: int = 0
+    limits: tuple[LoopLimits, ...] = (LoopLimits(),)
+    """The limits of the attempts that will sample it (training, calibration): the solver's prompt
+    states them, and a toy policy only answers the prompts it was taught. Examples take them in turn."""
 
 
-def solver_prompt_ids(tokenizer, instruction: str) -> list[int]:
-    """The prompt the solver sends for ``instruction``, as the engine tokenizes it."""
-    from aes_lib.agents.solver_prompt import SYSTEM_PROMPT
+def solver_prompt_ids(tokenizer, instruction: str, limits: LoopLimits = LoopLimits()) -> list[int]:
+    """The prompt the solver sends for ``instruction`` under ``limits``, as the engine tokenizes it."""
+    from aes_lib.agents.protocol import FencedProtocol
+    from aes_lib.agents.solver_prompt import solver_messages, system_prompt
     from aes_lib.models.engine import chat_prompt_ids
 
-    return chat_prompt_ids(tokenizer, [{"role": "system", "content": SYSTEM_PROMPT},
-                                       {"role": "user", "content": f"Task:\n{instruction.strip()}"}])
+    return chat_prompt_ids(tokenizer, solver_messages(system_prompt(FencedProtocol(), limits), instruction))
 
 
 def examples(names: list[str], spec: PolicySpec) -> list[tuple[str, str]]:
@@ -117,7 +121,8 @@ def bootstrap(base: Path, dest: Path, names: list[str], spec: PolicySpec = Polic
     def reply_ids(reply: str) -> list[int]:
         return tok.encode(reply, add_special_tokens=False) + [tok.eos_token_id]
 
-    seqs = [(solver_prompt_ids(tok, instruction), reply_ids(reply)) for instruction, reply in examples(names, spec)]
+    seqs = [(solver_prompt_ids(tok, instruction, spec.limits[i % len(spec.limits)]), reply_ids(reply))
+            for i, (instruction, reply) in enumerate(examples(names, spec))]
     solver = len(seqs)
     seqs += [(chat_prompt_ids(tok, msgs), reply_ids(reply)) for msgs, reply in proposer_examples(names, spec)]
     width = max(len(p) + len(r) for p, r in seqs)
@@ -155,7 +160,7 @@ RECIPE = "bootstrap.json"
 
 
 def recipe(names: list[str], spec: PolicySpec) -> dict:
-    return {"families": list(names), "spec": dataclasses.asdict(spec)}
+    return json.loads(json.dumps({"families": list(names), "spec": dataclasses.asdict(spec)}))  # as read back
 
 
 def made_from(folder: Path, names: list[str], spec: PolicySpec) -> bool:

@@ -64,6 +64,8 @@ class EvalOptions:
     """Completion tokens per model call."""
     temperature: float = LoopLimits.temperature
     """Sampling temperature of every attempt."""
+    history_turns: int = LoopLimits.history_turns
+    context_tokens: int = LoopLimits.context_tokens
     policy_version: int | None = None
     """The learner's published version to load into a private engine (0: base weights)."""
     seed: int | None = None
@@ -186,7 +188,8 @@ async def _attempts(tasks: list[tuple[TaskResult, object]], url: str, model: str
     client = chat_client(settings, url=url, model=model)
     await client.probe()  # an unreachable endpoint or a refused key fails the run, not each task
     images = ImageCache(kinds=DomainKinds())
-    limits = LoopLimits(max_turns=options.max_turns, max_tokens=options.max_tokens, temperature=options.temperature)
+    limits = LoopLimits(max_turns=options.max_turns, max_tokens=options.max_tokens, temperature=options.temperature,
+                        history_turns=options.history_turns, context_tokens=options.context_tokens)
     gate = asyncio.Semaphore(options.concurrency)
     run = uuid.uuid4().hex[:8]
 

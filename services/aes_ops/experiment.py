@@ -48,7 +48,10 @@ import msgspec
 
 from aes_lib.bus import Bus, serve
 from aes_lib.config import Settings
+from aes_lib.agents.limits import LoopLimits
+from aes_lib.agents.solver import solver_limits
 from aes_lib.families import Instance
+from aes_lib.families.render import AGENT_TIMEOUT_S
 from aes_lib.flywheel.config import FlywheelConfig
 from aes_lib.flywheel.experiment import ExperimentConfig
 from aes_lib.runners.pool_store import BUCKET, PoolStore
@@ -224,9 +227,10 @@ async def _heldout_point(settings: Settings, held: list[Instance], folders: list
     # Seeded by the run's seed: both arms of a seed, and every point of a run, draw the same
     # random numbers, so a difference between them is the policy's, not the sampler's.
     with result.timing("evaluation"):
-        report = await evaluate(folders, settings, EvalOptions(k=cfg.eval_k, concurrency=4, max_turns=training.max_turns,
-                                                               max_tokens=training.max_tokens,
-                                                               temperature=training.temperature, seed=result.seed))
+        report = await evaluate(folders, settings, EvalOptions(
+            k=cfg.eval_k, concurrency=4, max_turns=training.max_turns, max_tokens=training.max_tokens,
+            temperature=training.temperature, history_turns=training.history_turns,
+            context_tokens=training.context_tokens, seed=result.seed))
     level: dict[str, list[float]] = {}
     attempts: list[float] = []
     for inst, task in zip(held, report["tasks"]):
@@ -252,9 +256,7 @@ async def run_arm(arm: str, seed: int, cfg: ExperimentConfig, policy: Path, out:
     names = cfg.family_names()
     training = TrainingConfig.from_env(waves_per_round=1)
     learner = LearnerConfig.from_env(model_path=str(policy))
-    flywheel = FlywheelConfig.from_env(generation_mode=GENERATION[arm], solver_max_turns=training.max_turns,
-                                       solver_max_tokens=training.max_tokens,
-                                       pool_capacity=cfg.static_pool_size)
+    flywheel = _flywheel(training, generation_mode=GENERATION[arm], pool_capacity=cfg.static_pool_size)
     home = out / "runs" / f"{arm}-s{seed}"
     shutil.rmtree(home, ignore_errors=True)
     home.mkdir(parents=True)
@@ -471,6 +473,22 @@ def summarize(runs: list[RunResult]) -> dict[str, dict]:
     return arms
 
 
+def _flywheel(training: TrainingConfig, **changes: object) -> FlywheelConfig:
+    """The flywheel's settings in a run: the solver outside training acts under training's turns and tokens."""
+    return FlywheelConfig.from_env(solver_max_turns=training.max_turns, solver_max_tokens=training.max_tokens, **changes)
+
+
+def attempt_limits() -> tuple[LoopLimits, ...]:
+    """The limits of a run's attempts at an instance (training, then calibration and held-out
+    evaluation: training's too), each of which the bootstrap is taught to answer."""
+    from aes_services.training import training_limits
+
+    training = TrainingConfig.from_env()
+    flywheel = _flywheel(training)
+    both = (training_limits(training, flywheel.agent_protocol), solver_limits(flywheel))
+    return tuple({limits.prompt(): limits for limits in (b.within(AGENT_TIMEOUT_S) for b in both)}.values())
+
+
 def prepare_policy(cfg: ExperimentConfig, out: Path, say: Callable[[str], None]) -> Path:
     """The starting policy's folder: the configured one, or the bootstrap written under ``out``
     (made again when the bootstrap settings changed since)."""
@@ -484,7 +502,7 @@ def prepare_policy(cfg: ExperimentConfig, out: Path, say: Callable[[str], None])
 
     dest = out / "policy"
     spec = PolicySpec(hidden_size=cfg.bootstrap_width, examples=cfg.bootstrap_examples, levels=cfg.bootstrap_levels,
-                      steps=cfg.bootstrap_steps, near_miss_share=cfg.bootstrap_near_miss)
+                      steps=cfg.bootstrap_steps, near_miss_share=cfg.bootstrap_near_miss, limits=attempt_limits())
     if not made_from(dest, cfg.family_names(), spec):
         say(f"bootstrapping the policy ({cfg.bootstrap_steps} supervised steps on {cfg.bootstrap_examples} instances "
             f"of the {cfg.bootstrap_levels} easiest difficulties, and the parametric proposer's prompt)")

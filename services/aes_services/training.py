@@ -30,6 +30,12 @@ from aes_lib.service import Context, Service
 log = logging.getLogger(__name__)
 
 
+
+def training_limits(cfg: TrainingConfig, protocol: str = "fenced") -> LoopLimits:
+    """A training attempt's limits (before ``LoopLimits.within`` its task's timeout)."""
+    return LoopLimits(max_turns=cfg.max_turns, max_tokens=cfg.max_tokens, temperature=cfg.temperature,
+                      history_turns=cfg.history_turns, context_tokens=cfg.context_tokens, protocol=protocol)
+
 class EngineBehindError(RuntimeError):
     """The engine does not serve the wave's version yet (the weight sync is still loading it)."""
 
@@ -72,10 +78,8 @@ class TrainingRolloutService(Service[RolloutRequest]):
             from aes_lib.runners.trial_runner import TrialRolloutRunner
 
             flywheel = FlywheelConfig.from_env()
-            limits = LoopLimits(max_turns=cfg.max_turns, max_tokens=cfg.max_tokens, temperature=cfg.temperature,
-                                history_turns=cfg.history_turns, context_tokens=cfg.context_tokens,
-                                protocol=flywheel.agent_protocol)
-            self.runner = TrialRolloutRunner.from_settings(ctx.settings, ctx.blobs, flywheel, limits)
+            self.runner = TrialRolloutRunner.from_settings(ctx.settings, ctx.blobs, flywheel,
+                                                           training_limits(cfg, flywheel.agent_protocol))
 
     async def handle(self, msg: RolloutRequest, ctx: Context) -> None:
         kv = await ctx.kv(TRAINING_BUCKET)

@@ -27,13 +27,24 @@ SFT_STEPS = 400
 five updates in one of four runs (reward 0 from then on); 400 has never done so."""
 
 
-def solver_prompt_ids(tokenizer, instruction: str) -> list[int]:
-    """The prompt the solver sends for ``instruction``, as the engine tokenizes it."""
-    from aes_lib.agents.solver import SYSTEM_PROMPT
-    from aes_lib.models.engine import chat_prompt_ids
+WORD_WAVES = {"max_turns": 1, "max_tokens": 32}
+"""The training settings of every test that samples the word policy: the prompt it is taught
+states them (``LoopLimits.prompt``), so its attempts must run under them."""
 
-    return chat_prompt_ids(tokenizer, [{"role": "system", "content": SYSTEM_PROMPT},
-                                       {"role": "user", "content": f"Task:\n{instruction.strip()}"}])
+
+def solver_prompt_ids(tokenizer, task: Path) -> list[int]:
+    """The prompt a training attempt on ``task`` sends under ``WORD_WAVES``, as the engine tokenizes it."""
+    from aes_lib.agents.protocol import FencedProtocol
+    from aes_lib.agents.solver import solver_messages, system_prompt
+    from aes_lib.bundle import Task
+    from aes_lib.flywheel.training import TrainingConfig
+    from aes_lib.models.engine import chat_prompt_ids
+    from aes_lib.sandbox.trial import agent_timeout
+    from aes_services.training import training_limits
+
+    limits = training_limits(TrainingConfig(**WORD_WAVES)).within(agent_timeout(Task.load(task)))
+    return chat_prompt_ids(tokenizer, solver_messages(system_prompt(FencedProtocol(), limits),
+                                                      (task / "instruction.md").read_text()))
 
 
 @pytest.fixture(scope="session")
@@ -47,7 +58,7 @@ def _teach_words(base: Path, dest: Path) -> Path:
 
     tok = AutoTokenizer.from_pretrained(base)
     model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
-    prompts = [solver_prompt_ids(tok, (TASKS / t / "instruction.md").read_text()) for t in ("word-banana", "word-banana-alt")]
+    prompts = [solver_prompt_ids(tok, TASKS / t) for t in ("word-banana", "word-banana-alt")]
     replies = [tok.encode(f"```bash\necho {w} > /app/answer.txt\n```", add_special_tokens=False) + [tok.eos_token_id]
                for w in WORDS]
     seqs = [(p, r) for p in prompts for r in replies]

@@ -39,7 +39,7 @@ from aes_services.orchestrator import OrchestratorService
 from aes_services.serving import WeightSyncService
 from aes_services.training import WavePlannerService
 
-from conftest import TASKS
+from conftest import TASKS, WORD_WAVES
 from flywheel_helpers import idle, running, wait_for
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1200)]
@@ -93,7 +93,8 @@ async def test_sigkills_lose_no_sample_and_train_none_twice(fresh_nats, bus, wor
     env = dict(os.environ, AES_NATS_URL=fresh_nats.nats_url, AES_NATS_USER=fresh_nats.nats_user,
                AES_NATS_PASSWORD=fresh_nats.nats_password, AES_HOME=str(fresh_nats.home),
                AES_BLOB_URL=fresh_nats.blob_location, AES_MODEL_URL=url, AES_ENGINE="torch",
-               AES_TRAINING_MAX_TURNS="1", AES_TRAINING_MAX_TOKENS="32", AES_TRAINING_TEMPERATURE="0.7",
+               AES_TRAINING_MAX_TURNS=str(WORD_WAVES["max_turns"]),
+               AES_TRAINING_MAX_TOKENS=str(WORD_WAVES["max_tokens"]), AES_TRAINING_TEMPERATURE="0.7",
                AES_LEARNER_MODEL_PATH=str(word_policy), AES_LEARNER_GROUPS_PER_BATCH="1", AES_LEARNER_LR="5e-4",
                AES_LEARNER_NPROC=str(RANKS),  # the orchestrator packs a share per rank
                AES_LEARNER_KEEP_CHECKPOINTS="2", AES_LEARNER_CHECKPOINT_EVERY="2",

@@ -31,7 +31,7 @@ from aes_services.orchestrator import OrchestratorService
 from aes_services.serving import WeightSyncService
 from aes_services.training import TrainingRolloutService, WavePlannerService
 
-from conftest import TASKS
+from conftest import TASKS, WORD_WAVES
 from flywheel_helpers import running
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1200)]
@@ -61,8 +61,8 @@ async def test_mean_training_reward_rises_over_updates(fresh_nats, bus, word_pol
     await seed_pool(bus, PoolStore(await bus.kv(BUCKET)), [TASKS / "word-banana", TASKS / "word-banana-alt"])
     # Sampled at temperature 0.5: the recorded log-probs are the tempered distribution's, which
     # the trainer reproduces (first update's divergence ~0).
-    waves = TrainingConfig(groups_per_wave=2, group_size=8, waves_per_round=WAVES, max_turns=1, max_tokens=32,
-                           temperature=0.5, engine_wait_s=600)
+    waves = TrainingConfig(groups_per_wave=2, group_size=8, waves_per_round=WAVES, temperature=0.5, engine_wait_s=600,
+                           **WORD_WAVES)
     learner = LearnerService(LearnerConfig(model_path=str(word_policy), groups_per_batch=1, lr=LR, adam_eps=ADAM_EPS))
     async with running(settings, WavePlannerService(), TrainingRolloutService(config=waves), OrchestratorService(learner.config), learner,
                        WeightSyncService()):

@@ -27,7 +27,7 @@ from aes_services.orchestrator import OrchestratorService
 from aes_services.serving import WeightSyncService
 from aes_services.training import TrainingRolloutService, WavePlannerService
 
-from conftest import TASKS
+from conftest import TASKS, WORD_WAVES
 from flywheel_helpers import running
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1200)]
@@ -40,7 +40,7 @@ async def test_export_has_one_row_per_training_attempt_that_retokenizes(fresh_na
     server, url = serve(word_policy)
     settings = dataclasses.replace(fresh_nats, model_url=url, engine="torch")
     await seed_pool(bus, PoolStore(await bus.kv(BUCKET)), [TASKS / "word-banana"])
-    waves = TrainingConfig(groups_per_wave=1, group_size=4, waves_per_round=1, max_turns=1, max_tokens=32,
+    waves = TrainingConfig(groups_per_wave=1, group_size=4, waves_per_round=1, **WORD_WAVES,
                            temperature=0.5, engine_wait_s=600)
     learner = LearnerService(LearnerConfig(model_path=str(word_policy), groups_per_batch=1, lr=5e-4))
     try:

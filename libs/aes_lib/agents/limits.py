@@ -3,7 +3,7 @@ stating them (``solver_prompt``) imports neither msgspec nor the model client.""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,11 @@ class LoopLimits:
     tool_choice: str = "auto"
     """Under ``tools``: ``auto``, ``required`` (the engine makes every reply a call) or a tool's name
     (every reply calls it); see ``protocol.TOOL_CHOICES``."""
+
+    def within(self, seconds: float) -> LoopLimits:
+        """These limits for a task whose trial cuts the agent at ``seconds``: the loop (and so the
+        prompt) keeps to the shorter time."""
+        return replace(self, time_limit_s=min(self.time_limit_s, seconds))
 
     def prompt(self) -> str:
         """Every limit that can cut the episode, as a system prompt states them: a model should

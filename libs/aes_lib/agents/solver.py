@@ -14,12 +14,12 @@ import shlex
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from aes_lib.agents.bridge import BridgedShell
 from aes_lib.agents.loop import LoopLimits, run_loop
 from aes_lib.agents.protocol import make_protocol
-from aes_lib.agents.solver_prompt import SYSTEM_PROMPT, system_prompt  # noqa: F401  (SYSTEM_PROMPT: importers read it here)
+from aes_lib.agents.solver_prompt import SYSTEM_PROMPT, solver_messages, system_prompt  # noqa: F401  (SYSTEM_PROMPT: importers read it here)
 from aes_lib.agents.trajectory import store_trajectory
 from aes_lib.domains import ToolSession, domain_of
 from aes_lib.faults import TransientError
@@ -69,10 +69,7 @@ class SolverAgent:
     async def run(self, sandbox, instruction: str) -> AgentOutcome:
         traj = self.trajectory
         traj.instruction = instruction
-        traj.messages = [
-            {"role": "system", "content": self.system},
-            {"role": "user", "content": f"Task:\n{instruction.strip()}" + (f"\n\nHints:\n{self.hints}" if self.hints else "")},
-        ]
+        traj.messages = solver_messages(self.system, instruction, self.hints)
         shell = sandbox
         if self.tools and self.tools.specs:  # each tool is also an executable, usable anywhere in a shell line
             shell = BridgedShell(sandbox, tuple(spec.name for spec in self.tools.specs), self._serve, TOOL_TIME_S)
@@ -134,8 +131,7 @@ async def rollout(
     """One attempt on ``task`` (an ``aes_lib.bundle.Task``): agent loop, verifier, stored
     trajectory. ``hints`` extend the instruction (the calibrator's diagnostic attempt)."""
     domain = domain_of(task)
-    # The trial cuts the agent at the task's timeout: the loop (and so the prompt) keeps to it too.
-    limits = replace(limits, time_limit_s=min(limits.time_limit_s, agent_timeout(task)))
+    limits = limits.within(agent_timeout(task))
     agent = SolverAgent(client, limits, rollout_id=rollout_id or uuid.uuid4().hex, env_id=env_id, hints=hints,
                         domain_prompt=domain.solver_prompt, tools=domain.tools(task, client) if domain.tools else None)
     started = time.monotonic()

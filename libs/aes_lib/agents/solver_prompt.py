@@ -18,5 +18,13 @@ def system_prompt(protocol: AgentProtocol, limits: LoopLimits) -> str:
     return f"{_ROLE}\n{protocol.instructions}\nLimits: {limits.prompt()}"
 
 
+def solver_messages(system: str, instruction: str, hints: str = "") -> list[dict[str, str]]:
+    """The messages an attempt opens with: ``system`` (``system_prompt`` and any domain's additions)
+    and the task. What trains a policy on the solver's prompt renders it here too, with the limits
+    its attempts will run under (``LoopLimits.within`` the task's timeout)."""
+    return [{"role": "system", "content": system},
+            {"role": "user", "content": f"Task:\n{instruction.strip()}" + (f"\n\nHints:\n{hints}" if hints else "")}]
+
+
 SYSTEM_PROMPT = system_prompt(FencedProtocol(), LoopLimits())
 """The solver's system prompt under the default (fenced) protocol and ``LoopLimits``' defaults."""

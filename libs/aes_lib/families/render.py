@@ -16,6 +16,9 @@ from aes_lib.sandbox import VERIFIER_TEMPLATE
 BASE_IMAGE = "aes-base:latest"
 
 
+AGENT_TIMEOUT_S = 120.0
+"""Every instance's agent timeout: the solver's prompt states it (``LoopLimits.within``)."""
+
 def _label(family: Family, difficulty: int) -> str:
     """Harbor's free-form difficulty word, by thirds of the family's range."""
     span = family.max_difficulty - family.min_difficulty + 1
@@ -31,7 +34,7 @@ def _task_toml(family: Family, params: Params, description: str) -> str:
                  "keywords": ["procedural", family.name]},
         "metadata": {"difficulty": _label(family, params.difficulty), "category": family.name,
                      "tags": ["procedural", family.name], "family": instance.metadata()},
-        "agent": {"timeout_sec": 120.0},
+        "agent": {"timeout_sec": AGENT_TIMEOUT_S},
         "verifier": {"timeout_sec": 60.0},
         "environment": {"build_timeout_sec": 120.0, "cpus": 1, "memory_mb": 256, "storage_mb": 1024,
                         "allow_internet": False},
