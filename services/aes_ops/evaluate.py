@@ -66,6 +66,7 @@ class EvalOptions:
     """Sampling temperature of every attempt."""
     history_turns: int = LoopLimits.history_turns
     context_tokens: int = LoopLimits.context_tokens
+    """History re-sent each turn, as ``LoopLimits``: a policy trained under other settings sees another prompt."""
     policy_version: int | None = None
     """The learner's published version to load into a private engine (0: base weights)."""
     seed: int | None = None

@@ -30,11 +30,11 @@ from aes_lib.service import Context, Service
 log = logging.getLogger(__name__)
 
 
-
 def training_limits(cfg: TrainingConfig, protocol: str = "fenced") -> LoopLimits:
     """A training attempt's limits (before ``LoopLimits.within`` its task's timeout)."""
     return LoopLimits(max_turns=cfg.max_turns, max_tokens=cfg.max_tokens, temperature=cfg.temperature,
                       history_turns=cfg.history_turns, context_tokens=cfg.context_tokens, protocol=protocol)
+
 
 class EngineBehindError(RuntimeError):
     """The engine does not serve the wave's version yet (the weight sync is still loading it)."""

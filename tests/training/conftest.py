@@ -34,17 +34,14 @@ states them (``LoopLimits.prompt``), so its attempts must run under them."""
 
 def solver_prompt_ids(tokenizer, task: Path) -> list[int]:
     """The prompt a training attempt on ``task`` sends under ``WORD_WAVES``, as the engine tokenizes it."""
-    from aes_lib.agents.protocol import FencedProtocol
-    from aes_lib.agents.solver import solver_messages, system_prompt
     from aes_lib.bundle import Task
     from aes_lib.flywheel.training import TrainingConfig
-    from aes_lib.models.engine import chat_prompt_ids
     from aes_lib.sandbox.trial import agent_timeout
+    from aes_ops import bootstrap_policy
     from aes_services.training import training_limits
 
     limits = training_limits(TrainingConfig(**WORD_WAVES)).within(agent_timeout(Task.load(task)))
-    return chat_prompt_ids(tokenizer, solver_messages(system_prompt(FencedProtocol(), limits),
-                                                      (task / "instruction.md").read_text()))
+    return bootstrap_policy.solver_prompt_ids(tokenizer, (task / "instruction.md").read_text(), limits)
 
 
 @pytest.fixture(scope="session")

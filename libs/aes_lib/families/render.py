@@ -19,6 +19,7 @@ BASE_IMAGE = "aes-base:latest"
 AGENT_TIMEOUT_S = 120.0
 """Every instance's agent timeout: the solver's prompt states it (``LoopLimits.within``)."""
 
+
 def _label(family: Family, difficulty: int) -> str:
     """Harbor's free-form difficulty word, by thirds of the family's range."""
     span = family.max_difficulty - family.min_difficulty + 1

@@ -154,6 +154,9 @@ def put(path, text, mode=0o644):
         pass
 
 def read(path):
+    """A file's own text: "" for a link (``put`` replaces a link, never writes where it points)."""
+    if os.path.islink(path):
+        return ""
     try:
         with open(path, errors="replace") as f:
             return f.read()
@@ -251,9 +254,8 @@ for top in sorted(dirs):
                 put(os.path.join(hooks, h), "#!/bin/sh\n" + hook("git hook", os.path.join(hooks, h), False), 0o755)
             configured = os.path.join(root, "aes-probe-configured")  # a filter must pass its input on
             put(configured, "#!/bin/sh\n" + hook("git configuration", configured, False) + "cat\n", 0o755)
-            config = os.path.join(root, "config")  # may be a link into the tests, planted above
-            put(config, ("" if os.path.islink(config) else read(config))
-                + f'[core]\n\tfsmonitor = {configured}\n[filter "aesprobe"]\n\tclean = {configured}\n'
+            config = os.path.join(root, "config")
+            put(config, read(config) + f'[core]\n\tfsmonitor = {configured}\n[filter "aesprobe"]\n\tclean = {configured}\n'
                 f'\tsmudge = {configured}\n[diff]\n\texternal = {configured}\n')
             os.makedirs(os.path.join(root, "info"), exist_ok=True)
             attributes = os.path.join(root, "info", "attributes")
