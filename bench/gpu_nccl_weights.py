@@ -69,7 +69,8 @@ async def run(model_folder: Path, versions: int) -> list[str]:
     from aes_lib.config import Settings
     from aes_lib.learner.checkpoint import write_hf_folder
     from aes_lib.models.weights import VLLMEngineClient
-    from aes_lib.weights.transport import VersionMeta, publish_version, weight_transport
+    from aes_lib.weights.publish import publish_version, weight_transport
+from aes_lib.weights.transport import VersionMeta
 
     tmp = Path(tempfile.mkdtemp(prefix="aes-gpu-nccl-"))
     proc, url = start_vllm(model_folder, tmp)

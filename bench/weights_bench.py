@@ -97,7 +97,8 @@ async def versions(url: str, model_folder: Path, tmp: Path) -> dict[str, list[fl
     from aes_lib.config import Settings
     from aes_lib.learner.checkpoint import write_hf_folder
     from aes_lib.models.weights import VLLMEngineClient
-    from aes_lib.weights.transport import VersionMeta, publish_version
+    from aes_lib.weights.publish import publish_version
+from aes_lib.weights.transport import VersionMeta
 
     model = AutoModelForCausalLM.from_pretrained(model_folder, dtype=torch.float32)
     base = Settings(home=tmp / "home", blob_url=f"file://{tmp / 'blobs'}", engine="vllm",

@@ -39,7 +39,8 @@ from aes_lib.learner.distributed import Ranks
 from aes_lib.learner.runtime import LearnerRuntime
 from aes_lib.learner.trainer import StepStats
 from aes_lib.service import Context, Service
-from aes_lib.weights.transport import VersionMeta, publish_version, weight_transport
+from aes_lib.weights.publish import publish_version, weight_transport
+from aes_lib.weights.transport import VersionMeta
 from aes_proto import subjects
 from aes_proto.messages import BlobRef, LearnerStats, PolicyName, PolicyVersion, TrainBatch
 from aes_proto.records import LEARNER_BUCKET

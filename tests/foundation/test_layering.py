@@ -94,22 +94,29 @@ def _module_name(path: Path, root: Path) -> tuple[str, list[str]]:
     return ".".join(parts), parts[:-1]
 
 
+def _imported(path: Path, package: list[str]) -> list[tuple[ast.stmt, str | None, list[str]]]:
+    """Each import statement of ``path``, the package a ``from`` import reads (None for a plain
+    import) and the dotted names it imports (``X.a`` for ``from X import a``: a name or a submodule)."""
+    out: list[tuple[ast.stmt, str | None, list[str]]] = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            out.append((node, None, [a.name for a in node.names]))
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else []))
+            out.append((node, base, [f"{base}.{a.name}" for a in node.names]))
+    return out
+
+
 def imports_of(path: Path, root: Path = LIB) -> list[Import]:
     """Every arrow from ``path``'s unit to another unit of the library rooted at ``root``."""
     name, package = _module_name(path, root)
     source = unit_of(name) or name  # the package root is a unit no floor lists: it must import nothing
     out: list[Import] = []
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-        targets: list[str] = []
-        if isinstance(node, ast.Import):
-            targets = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                base = ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else []))
-            # ``from aes_lib import models`` names a unit in the imported names
-            targets = [base, *(f"{base}.{a.name}" for a in node.names)] if base != "aes_lib" else \
-                [f"{base}.{a.name}" for a in node.names]
+    for node, base, names in _imported(path, package):
+        # ``from aes_lib import models`` names a unit in the imported names
+        targets = names if base in (None, "aes_lib") else [base, *names]
         seen: set[str] = set()
         for module in targets:
             target = unit_of(module)
@@ -123,6 +130,37 @@ def library_imports(root: Path = LIB) -> list[Import]:
     files = sorted(root.rglob("*.py"))
     assert files, f"no modules under {root}"
     return [i for f in files for i in imports_of(f, root)]
+
+
+def module_imports(root: Path = LIB) -> dict[str, set[str]]:
+    """Each module of the library and the modules of it that it imports. ``from pkg import a``
+    counts as an import of ``pkg.a`` where that is a module, else of ``pkg``: the names a
+    package re-exports are its submodules' knowledge, not a circle through it."""
+    files = {_module_name(f, root)[0]: f for f in sorted(root.rglob("*.py"))}
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        out: set[str] = set()
+        for _, base, names in _imported(path, _module_name(path, root)[1]):
+            modules = {n for n in names if n in files}
+            out |= modules | ({base} if base in files and len(modules) < len(names) else set())
+        graph[name] = out - {name}
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The modules that reach each other through imports, one sorted list per circle."""
+    def reach(start: str) -> set[str]:
+        seen, todo = set(), [start]
+        while todo:
+            for nxt in graph.get(todo.pop(), ()):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        return seen
+
+    reached = {m: reach(m) for m in graph}
+    circles = {tuple(sorted({m} | {o for o in reached[m] if m in reached[o]})) for m in graph if m in reached[m]}
+    return sorted(map(list, circles))
 
 
 def floor_of(unit: str, floors: tuple[frozenset[str], ...] = FLOORS) -> int:
@@ -211,6 +249,12 @@ def test_no_two_units_import_each_other() -> None:
     assert not found, "units that import each other:\n" + "\n".join(f"{a}\n  <-> {b}" for a, b in found)
 
 
+def test_no_modules_import_in_a_circle() -> None:
+    # Inside a unit too: an interface that imports its implementations (the weights transports
+    # once did) ties every implementation to every other.
+    assert import_cycles(module_imports()) == []
+
+
 def test_every_allowed_upward_import_still_exists() -> None:
     arrows = {(i.source, i.target) for i in library_imports()}
     assert sorted(set(ALLOWED) - arrows) == [], "that import is gone: remove its ALLOWED entry"
@@ -265,6 +309,20 @@ def test_a_planted_pair_that_imports_each_other_is_found(tmp_path: Path) -> None
     assert [(str(a), str(b)) for a, b in pairs] == [(
         "aes_lib/domains/__init__.py:1: domains -> sandbox (aes_lib.sandbox.trial)",
         "aes_lib/sandbox/trial.py:3: sandbox -> domains (aes_lib.domains)")]
+
+
+def test_a_planted_circle_of_modules_is_found(tmp_path: Path) -> None:
+    root = _plant(tmp_path, {
+        "weights/__init__.py": "from aes_lib.weights.transport import publish\n",
+        "weights/transport.py": "def publish():\n    from aes_lib.weights.store import Store\n",
+        "weights/store.py": "from aes_lib.weights import transport\n",
+        "weights/filesystem.py": "from aes_lib.weights.transport import publish\n",
+    })
+    graph = module_imports(root)
+    assert graph["aes_lib.weights.store"] == {"aes_lib.weights.transport"}  # the submodule, not the package
+    assert import_cycles(graph) == [["aes_lib.weights.store", "aes_lib.weights.transport"]]
+    (root / "weights" / "transport.py").write_text("def publish():\n    pass\n")
+    assert import_cycles(module_imports(root)) == []
 
 
 def test_a_unit_without_a_floor_is_named(tmp_path: Path) -> None:

@@ -28,7 +28,8 @@ from aes_lib.config import Settings
 from aes_lib.models.client import ChatClient
 from aes_lib.models.served_version import HEADER
 from aes_lib.models.weights import VLLMEngineClient
-from aes_lib.weights.transport import VersionMeta, publish_version
+from aes_lib.weights.publish import publish_version
+from aes_lib.weights.transport import VersionMeta
 from aes_proto import subjects
 from aes_proto.messages import PolicyVersion, ServingUpdate
 from vllm_support import TOL, max_diff, perturbed, publish, reload, reset, trainer_logprobs, until_running

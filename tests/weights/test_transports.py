@@ -25,7 +25,8 @@ from aes_lib.models.weights import TorchEngineClient
 from aes_lib.weights.filesystem import FilesystemTransport
 from aes_lib.weights.nccl import NcclTransport, master
 from aes_lib.weights.store import StoreTransport
-from aes_lib.weights.transport import VersionMeta, WeightTransportError, publish_version, weight_transport
+from aes_lib.weights.publish import publish_version, weight_transport
+from aes_lib.weights.transport import VersionMeta, WeightTransportError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "learner"))
 from helpers import RecordingContext  # noqa: E402

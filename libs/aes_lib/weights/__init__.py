@@ -1,7 +1,7 @@
 """Weight transports: how each new policy version gets from the trainer to the engines.
 
 One interface (``transport.WeightTransport``), one call for the trainer
-(``transport.publish_version``), the implementation picked by ``AES_WEIGHT_TRANSPORT``:
+(``publish.publish_version``), the implementation picked by ``AES_WEIGHT_TRANSPORT`` (``publish``):
 
 - ``filesystem`` (``filesystem.FilesystemTransport``): the trainer writes the version's HF
   folder once, where the engines read it (``AES_WEIGHTS_DIR``, one machine or a shared
