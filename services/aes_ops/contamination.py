@@ -10,12 +10,13 @@ from aes_lib.blobstore import open_store
 from aes_lib.bus import Bus
 from aes_lib.config import Settings
 from aes_lib.contamination import (KV_BUCKET, AnyIndex, HashedIndex, HeldoutTask, IndexFormatError, Match,
-                                   NgramIndex, load_heldout, load_index, register, registered, save_index)
-from aes_lib.contamination.bundled import register_bundled
+                                   NgramIndex, Source, load_heldout, load_index, register, registered,
+                                   save_index)
+from aes_lib.contamination.bundled import missing, register_bundled
 from aes_ops.connect import with_bus
 
 
-async def publish(settings: Settings, index: NgramIndex) -> str:
+async def publish(settings: Settings, index: AnyIndex) -> str:
     """Store ``index`` and register it for the contamination gate; its blob key."""
     ref = save_index(open_store(settings.blob_location, settings), index)
 
@@ -50,13 +51,32 @@ async def register_default(bus: Bus) -> bool:
     return now
 
 
+ADD = "aes contamination index DIR --add 'NAME VERSION' [--repository OWNER/NAME --commit SHA]"
+"""How to add a benchmark to the registered index (named by ``describe``)."""
+
+
 def describe(index: AnyIndex) -> list[str]:
-    """What ``index`` was built from, a line per source, then its size."""
+    """What ``index`` covers, a line per benchmark and version; which evaluated benchmarks it
+    does not, and the command that adds them; then its size."""
     size = f"{len(index.doc_ids)} held-out instructions, {len(index.hashes)} {index.n}-grams"
-    if isinstance(index, HashedIndex):
-        return [f"built from {s.name}: {s.repository} @ {s.commit} ({s.path})" for s in index.sources] + [
-            f"{size} (bundled with aes, hashes only)"]
-    return ["built with `aes contamination index SRC` (the user's own held-out set)", size]
+    if not isinstance(index, HashedIndex):
+        return ["covers: the user's own held-out set (`aes contamination index SRC`), no named benchmark", size]
+    lines = [f"covers: {s.name}: {s.repository or 'local'} @ {s.commit or 'unrecorded'} ({s.path})" for s in index.sources]
+    if gaps := missing(index.sources):
+        lines.append(f"not covered: {', '.join(gaps)} (evaluated on in the paper); add each with: {ADD}")
+    return [*lines, f"{size} (hashes only)"]
+
+
+async def add_benchmark(settings: Settings, tasks: Sequence[HeldoutTask], source: Source) -> tuple[str, HashedIndex]:
+    """Merge ``tasks`` (named under ``source.name``) into the registered hashed index and register
+    the result: the new blob key and index. A user's text index has no benchmark to add to."""
+    _, now = await active(settings)
+    if not isinstance(now, HashedIndex):
+        raise IndexFormatError("the registered index is a text index of your own held-out set: rebuild it "
+                               "from all its sources with `aes contamination index SRC` instead of --add")
+    added = now.merged(HashedIndex.build([HeldoutTask(f"{source.name}/{t.id}", t.instruction) for t in tasks],
+                                         [source], n=now.n))
+    return await publish(settings, added), added
 
 
 def candidates(path: Path) -> list[HeldoutTask]:

@@ -86,3 +86,20 @@ async def test_the_gate_rejects_a_candidate_quoting_terminal_bench(fresh_nats, b
         [result] = await asyncio.wait_for(wait_for(bus, subjects.RESULT_CONTAMINATION, ContaminationResult, bool), 30)
     assert not result.ok and result.heldout_task == TB_TASK
     assert result.matched_ngram.startswith("you are placed in a blind maze")
+
+
+def test_a_merged_index_finds_both_and_names_what_it_misses():
+    from aes_lib.contamination.bundled import missing
+
+    bundled = bundled_index()
+    assert missing(bundled.sources) == ["Terminal-Bench 2.1", "Terminal-Bench 4.0", "HiL-Bench"]
+    added = HashedIndex.build(HELDOUT, [Source("Terminal-Bench 2.1", "o/r", "0" * 40)])
+    both = open_index(bundled.merged(added).to_bytes())
+    assert both.check(TB_QUOTE).heldout_id == TB_TASK
+    assert both.check(HELDOUT[1].instruction).heldout_id == "b"
+    assert both.check(CLEAN) is None and len(both.doc_ids) == 82
+    assert missing(both.sources) == ["Terminal-Bench 4.0", "HiL-Bench"]
+    with pytest.raises(IndexFormatError, match="both indexes name held-out task 'a'"):
+        added.merged(added)
+    with pytest.raises(IndexFormatError, match="cannot merge a 5-gram index into a 13-gram one"):
+        bundled.merged(HashedIndex.build(HELDOUT, [], n=5))

@@ -15,10 +15,19 @@ from nats.js.kv import KeyValue
 from aes_proto.messages import BlobRef
 
 from aes_lib.blobstore import BlobStore
-from aes_lib.contamination.hashed import HashedIndex
+from aes_lib.contamination.hashed import HashedIndex, Source
 from aes_lib.contamination.store import BLOB_PREFIX, register_if_none
 
 FILE_NAME = "terminal-bench.hgram"
+
+EVALUATED = ("Terminal-Bench 2.1", "Terminal-Bench 4.0", "HiL-Bench")
+"""The held-out benchmarks the paper evaluates on (Terminal-Bench's two versions, HiL-Bench for
+``ask_human``): an index that holds none of a version's instructions cannot flag a copy of it."""
+
+
+def missing(sources: "list[Source]") -> list[str]:
+    """Which of ``EVALUATED`` no source of an index names (a source's name starts with it)."""
+    return [b for b in EVALUATED if not any(s.name == b or s.name.startswith(b + " ") for s in sources)]
 
 
 def bundled_bytes() -> bytes:

@@ -87,6 +87,19 @@ class HashedIndex:
         hashes, first = np.unique(all_keys, return_index=True)
         return cls(n, [t.id for t in tasks], hashes, owner[first], list(sources))
 
+    def merged(self, other: "HashedIndex") -> "HashedIndex":
+        """One index holding both: a shared n-gram names this index's task, as ``build`` names the
+        first. Task names must stay apart, as a hit reports only the name."""
+        if other.n != self.n:
+            raise IndexFormatError(f"cannot merge a {other.n}-gram index into a {self.n}-gram one")
+        if clash := sorted(set(self.doc_ids) & set(other.doc_ids)):
+            raise IndexFormatError(f"both indexes name held-out task {clash[0]!r} ({len(clash)} in all): "
+                                   "give the added benchmark's tasks other names")
+        all_hashes = np.concatenate([self.hashes, other.hashes])
+        owner = np.concatenate([self.docs, other.docs.astype(np.uint32) + len(self.doc_ids)])
+        hashes, first = np.unique(all_hashes, return_index=True)
+        return HashedIndex(self.n, self.doc_ids + other.doc_ids, hashes, owner[first], self.sources + other.sources)
+
     def check(self, text: str) -> Match | None:
         """The first shared n-gram of ``text`` (in reading order), or None."""
         found = self.check_many([text], first_only=True)

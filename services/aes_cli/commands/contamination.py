@@ -7,13 +7,16 @@ import asyncio
 import time
 from pathlib import Path
 
+from aes_cli.errors import CommandError
 from aes_cli.output import Progress
 from aes_lib.config import Settings
-from aes_lib.contamination import DEFAULT_N, NgramIndex, load_heldout, open_index
+from aes_lib.contamination import DEFAULT_N, NgramIndex, Source, load_heldout, open_index
 from aes_ops import contamination
 
 
 def _index(args: argparse.Namespace) -> int:
+    if args.add:
+        return _add(args)
     t0 = time.perf_counter()
     with Progress("index") as progress:
         progress.step(f"reading {args.source}", advance=0)
@@ -30,6 +33,18 @@ def _index(args: argparse.Namespace) -> int:
         f"indexed {len(index.doc_ids)} held-out instructions, {len(index.token_ids)} tokens, "
         f"{len(index.hashes)} {index.n}-grams, {len(data)} bytes in {time.perf_counter() - t0:.2f}s -> {where}"
     )
+    return 0
+
+
+def _add(args: argparse.Namespace) -> int:
+    if args.out:
+        raise CommandError("--add merges into the registered index; it cannot write a file (--out)")
+    heldout = load_heldout(Path(args.source))
+    source = Source(args.add, args.repository, args.commit, str(args.source))
+    key, index = asyncio.run(contamination.add_benchmark(Settings.from_env(), heldout, source))
+    print(f"added {len(heldout)} held-out instructions of {args.add} -> blob store {key} (registered for the gate)")
+    for line in contamination.describe(index):
+        print(f"  {line}")
     return 0
 
 
@@ -62,6 +77,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     pi.add_argument("source", help="folder with */instruction.md, or JSONL of {\"id\", \"instruction\"}")
     pi.add_argument("--n", type=int, default=DEFAULT_N, help="n-gram length in tokens (default 13)")
     pi.add_argument("--out", help="write the index to this file instead of registering it in the blob store")
+    pi.add_argument("--add", metavar="'NAME VERSION'",
+                    help="add SRC as this benchmark to the registered index (hashes only) instead of replacing it")
+    pi.add_argument("--repository", default="", help="with --add: the public repository SRC was read from")
+    pi.add_argument("--commit", default="", help="with --add: the commit of it that was read")
     pi.set_defaults(func=_index)
     pc = csub.add_parser("check", help="check task folders or instruction files; exit 1 if any is contaminated")
     pc.add_argument("paths", nargs="+", help="task folder(s), folder(s) of tasks, instruction file(s) or JSONL")
