@@ -27,6 +27,7 @@ from aes_lib.flywheel.experiment import ExperimentConfig
 from aes_lib.flywheel.training import TrainingConfig
 from aes_lib.learner.config import LearnerConfig
 from aes_lib.review.reviewer import ReviewSettings
+from aes_lib.sandbox.strength import StrengthSettings
 from aes_lib.tracking.config import MetricsConfig
 
 REGISTRY: tuple[tuple[str, type], ...] = (
@@ -34,6 +35,7 @@ REGISTRY: tuple[tuple[str, type], ...] = (
     ("Flywheel rounds", FlywheelConfig),
     ("Proposer", ProposerConfig),
     ("Review gate", ReviewSettings),
+    ("Verifier-strength gate", StrengthSettings),
     ("Training waves", TrainingConfig),
     ("Learner", LearnerConfig),
     *(entry for name in domain_names() for entry in domain(name).settings),  # e.g. [ask_human]

@@ -8,6 +8,7 @@ from aes_lib.models.weights import TRAINABLE
 
 SERVICES: dict[str, str] = {
     "validator": "aes_services.validator:ValidatorService",
+    "strength": "aes_services.strength:StrengthGateService",
     "calibrator": "aes_services.calibrator:CalibratorService",
     "pool": "aes_services.pool:PoolService",
     "pool-review": "aes_services.pool:PoolReviewService",
@@ -57,7 +58,7 @@ def stack_services(engine: str, policy_mode: str) -> dict[str, str]:
         set(SHARED_LEARNERS) if policy_mode == "separate" else set(SEPARATE_LEARNERS))
     return {name: spec for name, spec in SERVICES.items() if name not in skip}
 
-ADMISSION = ("validator", "contamination", "review", "reset", "calibrator")
+ADMISSION = ("validator", "strength", "contamination", "review", "reset", "calibrator")
 """The built-in services that consume admission stages (``aes.candidate.<stage>``)."""
 
 

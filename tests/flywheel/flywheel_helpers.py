@@ -117,15 +117,13 @@ def all_services(config):
     """One of every pipeline service (the learner aside); the solver runners come from
     the bus settings (``model_url``), as in production."""
     from aes_services.calibrator import CalibratorService
-    from aes_services.contamination import ContaminationService
     from aes_services.planner import PlannerService, RolloutStatsService
     from aes_services.pool import PolicyWatchService, PoolReviewService, PoolService
     from aes_services.proposer import ProposerService
-    from aes_services.reset_gate import ResetGateService
-    from aes_services.review import ReviewService
-    from aes_services.validator import ValidatorService
+    from aes_services.registry import ADMISSION, SERVICES, service_class
 
-    gates = (ValidatorService(), ContaminationService(), ReviewService(), ResetGateService())
+    # Every admission gate the stack starts (the default route's), so a new one cannot be left out.
+    gates = tuple(service_class(SERVICES[name])() for name in ADMISSION if name != "calibrator")
     for gate in gates:  # as the calibrator: the config's revision budget, not the environment's
         gate.max_revisions = config.max_revisions
     return (

@@ -72,7 +72,7 @@ async def test_round_admits_a_variant_then_review_retires_the_seed(fresh_nats, b
     results = await bus.history(subjects.RESULT_CALIBRATION, CalibrationResult)
     [admitted] = [r for r in results if r.decision == "admitted"]
     assert admitted.rewards == (1.0, 0.0, 1.0, 0.0)
-    assert [v.stage for v in admitted.verdicts] == ["validate", "contamination", "review", "reset", "calibrate"]
+    assert [v.stage for v in admitted.verdicts] == ["validate", "strength", "contamination", "review", "reset", "calibrate"]
     assert all(v.ok for v in admitted.verdicts) and admitted.verdicts[1].reason == "ok"  # checked against the index
     # every stage's outcome is on its result stream
     assert [v.reason for v in await bus.history(subjects.RESULT_VALIDATION, ValidationResult)] == ["ok"]
@@ -150,7 +150,7 @@ async def test_a_gate_rejection_goes_back_with_its_evidence_and_the_revision_rep
     assert (first.lineage.revision, first.decision, first.resubmitted) == (0, "rejected", True)
     assert [(v.stage, v.reason) for v in first.verdicts] == [("validate", "oracle_failed")]
     assert (second.lineage.revision, second.decision) == (1, "admitted")
-    assert [v.stage for v in second.verdicts] == ["validate", "contamination", "review", "reset", "calibrate"]
+    assert [v.stage for v in second.verdicts] == ["validate", "strength", "contamination", "review", "reset", "calibrate"]
     assert [v.reason for v in await bus.history(subjects.RESULT_VALIDATION, ValidationResult)] == ["oracle_failed", "ok"]
     assert any("result r1-000 rev0: validate:oracle_failed" in line and "revision 1 requested" in line for line in lines)
 

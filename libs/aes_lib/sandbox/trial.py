@@ -19,6 +19,7 @@ import functools
 import io
 import json
 import math
+import shlex
 import tarfile
 import time
 from collections.abc import Awaitable
@@ -70,17 +71,19 @@ class NopAgent:
 
 @dataclasses.dataclass(frozen=True)
 class OracleAgent:
-    """The reference solution: copies solution/ to /solution and runs solve.sh."""
+    """The reference solution: copies solution/ to /solution and runs solve.sh (or another
+    ``script`` there: a near miss, ``aes_lib.sandbox.strength``)."""
 
     task: Task
     timeout: float | None = None
     """Seconds for solve.sh; None: the task's agent timeout."""
+    script: str = "solve.sh"
 
     async def run(self, sandbox: Sandbox, instruction: str) -> AgentOutcome:
         cfg = self.task.config
         await sandbox.put_dir(self.task.solution_dir, "/solution")
         r = await sandbox.exec(
-            "bash /solution/solve.sh",
+            f"bash /solution/{shlex.quote(self.script)}",
             timeout=self.timeout or agent_timeout(self.task),
             user=cfg.agent.user,
             env=cfg.solution.env,
@@ -329,11 +332,11 @@ async def _agent_then_separate_verifier(sb: Sandbox, fresh: Sandbox, task: Task,
 
 def _following(agent: Agent, view: Task, last: bool) -> Agent:
     """An agent that follows the task's reference (the oracle, the probes) follows the step's; a
-    probe runs only on the last step, after the earlier steps' references as they are (a probe's
-    breakage carried into a later step would break that step's reference, not the tests)."""
+    probe (or a near miss) runs only on the last step, after the earlier steps' references as they
+    are (a probe's breakage carried into a later step would break that step's reference, not the tests)."""
     if not (dataclasses.is_dataclass(agent) and isinstance(getattr(agent, "task", None), Task)):
         return agent
-    if last or isinstance(agent, OracleAgent):
+    if last or (isinstance(agent, OracleAgent) and agent.script == OracleAgent.script):
         return dataclasses.replace(agent, task=view)
     return OracleAgent(view, getattr(agent, "timeout", None))
 
