@@ -108,6 +108,6 @@ compose-down:
 clean: down
 	rm -rf .aes
 
-# The README's settings tables, generated from the settings classes' field docstrings.
+# docs/SETTINGS.md's settings tables, generated from the settings classes' field docstrings.
 settings-doc: install
-	$(BIN)/python -m aes_lib.settings_table --write README.md
+	$(BIN)/python -m aes_lib.settings_table --write docs/SETTINGS.md

@@ -1,6 +1,6 @@
-"""The README's settings tables, one per config-file section, made from the settings classes.
+"""The settings tables of docs/SETTINGS.md, one per config-file section, made from the settings classes.
 
-``python -m aes_lib.settings_table`` prints the table as markdown; ``--write README.md``
+``python -m aes_lib.settings_table`` prints the table as markdown; ``--write docs/SETTINGS.md``
 replaces what lies between the ``settings:begin`` / ``settings:end`` marker comments
 (``make settings-doc``). ``tests/foundation/test_settings.py`` fails when the two differ.
 """
@@ -23,7 +23,7 @@ BEGIN, END = "<!-- settings:begin -->", "<!-- settings:end -->"
 
 
 class SettingsDocError(ValueError):
-    """A registered field without a docstring, or a README without the markers."""
+    """A registered field without a docstring, or a page without the markers."""
 
 
 def variables() -> dict[str, tuple[type, dataclasses.Field]]:
@@ -91,7 +91,7 @@ def splice(text: str, table: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m aes_lib.settings_table", description=__doc__.splitlines()[0])
-    p.add_argument("--write", type=Path, metavar="README", help="replace the table between the markers in this file")
+    p.add_argument("--write", type=Path, metavar="PAGE", help="replace the table between the markers in this file (docs/SETTINGS.md)")
     args = p.parse_args(argv)
     if args.write is None:
         print(markdown())

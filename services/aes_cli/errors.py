@@ -1,7 +1,7 @@
 """How ``aes`` fails: one line on stderr that says what to do, and a documented exit status.
 
 Commands raise; only ``main`` catches, and ``report`` turns the exception into the line
-and the status (the README's CLI section has the table). An exception no rule knows is
+and the status (docs/COMMANDS.md has the table). An exception no rule knows is
 a bug: a one-line summary, a pointer to ``-v``, and ``Exit.BUG``.
 """
 

@@ -1,5 +1,5 @@
 """Each command's common failure, through the installed ``aes``: one line on stderr that says
-what to do, no traceback, the README's exit status; ``-v`` shows the traceback instead."""
+what to do, no traceback, docs/COMMANDS.md's exit status; ``-v`` shows the traceback instead."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One typed reader for every ``AES_*`` setting, and the README's settings table generated from it
+"""One typed reader for every ``AES_*`` setting, and docs/SETTINGS.md's settings table generated from it
 (the config file and ``--set`` layers: ``tests/foundation/test_runconfig.py``)."""
 
 from __future__ import annotations
@@ -45,11 +45,11 @@ class KindsError(ValueError):
     pass
 
 
-def test_the_readme_table_is_the_generated_one():
-    readme = (ROOT / "README.md").read_text()
-    assert settings_table.BEGIN in readme and settings_table.END in readme
-    assert settings_table.splice(readme, settings_table.markdown()) == readme, \
-        "README.md's settings table is stale: run `make settings-doc`"
+def test_the_docs_table_is_the_generated_one():
+    page = (ROOT / "docs" / "SETTINGS.md").read_text()
+    assert settings_table.BEGIN in page and settings_table.END in page
+    assert settings_table.splice(page, settings_table.markdown()) == page, \
+        "docs/SETTINGS.md's settings table is stale: run `make settings-doc`"
 
 
 def test_every_variable_has_one_row_with_its_docstring_and_default():
