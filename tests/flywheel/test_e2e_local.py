@@ -31,6 +31,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.model, pytest.ma
 
 RESULT_STREAM = {
     "validate": (subjects.RESULT_VALIDATION, ValidationResult),
+    "strength": (subjects.RESULT_GATE, GateResult),
     "contamination": (subjects.RESULT_CONTAMINATION, ContaminationResult),
     "review": (subjects.RESULT_REVIEW, ReviewResult),
     "reset": (subjects.RESULT_GATE, GateResult),

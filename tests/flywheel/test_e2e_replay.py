@@ -32,13 +32,15 @@ from test_calibrator import SEED
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
 
 
-def _variant_reply(solve: str | None = None) -> str:
-    """The seed's files with a new first line, and ``solve`` as its reference solution if given."""
+def _variant_reply(solve: str | None = None, tests: dict[str, str] | None = None) -> str:
+    """The seed's files with a new first line, ``solve`` as its reference solution and ``tests``
+    (path -> text) in place of its own, where given."""
     files = {str(p.relative_to(SEED)): p.read_text() for p in sorted(SEED.rglob("*"))
              if p.is_file() and p.relative_to(SEED).as_posix() != "tests/test.sh"}
     files["instruction.md"] = "Variant for the replay test.\n\n" + files["instruction.md"]
     if solve is not None:
         files["solution/solve.sh"] = solve
+    files.update(tests or {})
     return format_files(files)
 
 
@@ -73,11 +75,11 @@ async def test_round_admits_a_variant_then_review_retires_the_seed(fresh_nats, b
     [admitted] = [r for r in results if r.decision == "admitted"]
     assert admitted.rewards == (1.0, 0.0, 1.0, 0.0)
     assert [v.stage for v in admitted.verdicts] == ["validate", "strength", "contamination", "review", "reset", "calibrate"]
-    assert all(v.ok for v in admitted.verdicts) and admitted.verdicts[1].reason == "ok"  # checked against the index
+    assert all(v.ok for v in admitted.verdicts) and admitted.verdicts[2].reason == "ok"  # checked against the index
     # every stage's outcome is on its result stream
     assert [v.reason for v in await bus.history(subjects.RESULT_VALIDATION, ValidationResult)] == ["ok"]
     assert len(await bus.history(subjects.RESULT_REVIEW, ReviewResult)) == 1
-    assert [g.gate for g in await bus.history(subjects.RESULT_GATE, GateResult)] == ["reset"]
+    assert [g.gate for g in await bus.history(subjects.RESULT_GATE, GateResult)] == ["strength", "reset"]
 
     events = await bus.history(subjects.POOL_EVENT, PoolEvent)
     assert [(e.kind, e.env_id) for e in events] == [
@@ -162,3 +164,42 @@ async def test_a_gate_rejection_goes_back_with_its_evidence_and_the_revision_rep
     status = snap.status
     assert (status.candidates, status.admitted, status.revised, status.rounds_per_admitted) == (2, 1, 1, 2.0)
     assert status.mean_proposer_reward == 1.0  # the revised rejection is no final failure
+
+
+WEAK_TESTS = '''from pathlib import Path
+
+
+def test_rollup_written():
+    assert Path("/app/out/monthly_region.csv").exists()
+'''
+
+
+async def test_tests_that_pass_a_wrong_answer_go_back_with_it_and_the_revision_is_admitted(fresh_nats, bus):
+    """The proposer's first candidate only checks that the roll-up exists: the strength gate's
+    mutants of the reference's output (halved, a number moved) keep full reward, so it goes back
+    naming the wrong answer the tests passed; the revision with the real tests is admitted."""
+    s, g = one_turn_solve(SEED), GIVE_UP_ONE
+    weak = _variant_reply(tests={"tests/test_rollup.py": WEAK_TESTS})
+    config = FlywheelConfig(generation_mode="prompt", assignments_per_round=1, solver_max_turns=1,
+                            proposals_per_assignment=1)
+    lines: list[str] = []
+    with ReplayServer([weak, _variant_reply()]) as proposer, routed_replay([s, g, s, g], REVIEW_OK) as solver:
+        settings = dataclasses.replace(fresh_nats, model_url=solver.url, model="replay",
+                                       proposer_model_url=proposer.url, proposer_model="replay")
+        store = PoolStore(await bus.kv(BUCKET))
+        await seed_pool(bus, store, [SEED])
+        await register_heldout(bus)
+
+        async def size() -> int:
+            return len((await store.index()).active)
+
+        async with running(settings, *all_services(config)):
+            [r1] = await run_rounds(bus, size, rounds=1, fresh=1, review=False, round_timeout=600, out=lines.append)
+    assert r1.done and r1.finished == {"r1-000": "admitted"}, lines
+    first, second = await bus.history(subjects.RESULT_CALIBRATION, CalibrationResult)
+    assert [(v.stage, v.ok, v.reason) for v in first.verdicts] == [("validate", True, "ok"),
+                                                                 ("strength", False, "weak_tests")]
+    assert first.resubmitted and "/app/out/monthly_region.csv to exist but not to be right" in first.verdicts[-1].detail
+    assert (second.lineage.revision, second.decision) == (1, "admitted")
+    prompt = proposer.requests[1]["messages"][1]["content"]
+    assert "Check failed: strength (weak_tests)" in prompt and "perturb /app/out/monthly_region.csv" in prompt
