@@ -277,6 +277,9 @@ class TrajectoryRef(Message, frozen=True):
     final: bool = True
     """Whether this sample ends one member of its group: every solver attempt does; a
     proposer episode that was sent back for revision does not (its revision continues it)."""
+    screened: str = ""
+    """The forgery signs in its trial's evidence (``Trajectory.screened``): the learner counts it
+    toward its group's completion but leaves it out of the advantages and the update."""
 
 
 class RolloutSummary(Message, frozen=True):
@@ -305,6 +308,8 @@ class RolloutSummary(Message, frozen=True):
     end_state: BlobRef | None = None
     """The agent's result paths as the verifier received them, for ``aes regrade``; None when
     the trial kept none."""
+    screened: str = ""
+    """The forgery signs in its trial's evidence (``Trajectory.screened``); empty: none."""
 
 
 PolicyName = Literal["shared", "solver", "proposer"]
@@ -404,6 +409,8 @@ class LearnerStats(Message, frozen=True):
     """The groups trained on: a group appears in exactly one update."""
     stale_dropped: int = 0
     """Samples dropped since the last update for being older than the allowed policy lag."""
+    screened: int = 0
+    """Samples left out of the update's groups for forgery signs (``TrajectoryRef.screened``)."""
     sequence_tokens: int = 0
     """Tokens forwarded (prompts, context, completions; turns that extend each other counted once)."""
     ranks: int = 1
@@ -434,6 +441,8 @@ class TrainBatch(Message, frozen=True):
     carried_over: int = 0
     stale_dropped: int = 0
     """Samples dropped for policy lag since the previous batch."""
+    screened: int = 0
+    """Samples of the batch's groups left out for forgery signs (``TrajectoryRef.screened``)."""
 
 
 class DeadLetter(Message, frozen=True, kw_only=True):

@@ -101,6 +101,8 @@ class RolloutOutcome(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_f
     end_state: BlobRef | None = None
     """The agent's result paths as the verifier received them (``aes regrade`` re-scores them);
     None when the trial kept none (``aes_lib.sandbox.TrialResult.end_state``)."""
+    screened: str = ""
+    """``Trajectory.screened``: the forgery signs that keep it out of training."""
 
 
 def history_key(env_id: str) -> str:

@@ -70,6 +70,9 @@ class Trajectory(msgspec.Struct, kw_only=True):
     agent_seconds: float = 0.0
     verifier_seconds: float = 0.0
     error: str = ""
+    screened: str = ""
+    """Why the learner must not train on it: the forgery signs in its trial's evidence
+    (``aes_lib.sandbox.screen``), one per line; empty: none."""
     metrics: dict[str, float] = {}
     """What the domain's solver tools measured (ask_human: ``asks``, ``ask_f1``)."""
 

@@ -171,7 +171,8 @@ async def train(
                 case LearnerStats():
                     out(f"    update -> v{m.policy_version} ({m.role}): loss {m.loss:.4f}, "
                         f"reward {m.mean_reward:.3f}, masked {m.mask_fraction:.1%}, {m.seconds:.1f} s"
-                        + (f", {m.stale_dropped} stale samples dropped" if m.stale_dropped else ""))
+                        + (f", {m.stale_dropped} stale samples dropped" if m.stale_dropped else "")
+                        + (f", {m.screened} screened out for forgery signs" if m.screened else ""))
                 case ServingUpdate():
                     out(f"    engine serves v{m.version} (loaded in {m.seconds:.1f} s)")
     return tally

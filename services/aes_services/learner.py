@@ -208,7 +208,7 @@ class LearnerService(Service[TrainBatch]):
             groups_used=len(batch.group_ids), groups_dropped=batch.groups_dropped,
             tokens=stats.tokens, carried_over=batch.carried_over, masked_tokens=stats.masked_tokens,
             role=batch.role, grad_norm=stats.grad_norm, seconds=seconds, policy=self.policy,
-            group_ids=batch.group_ids, stale_dropped=batch.stale_dropped,
+            group_ids=batch.group_ids, stale_dropped=batch.stale_dropped, screened=batch.screened,
             sequence_tokens=stats.sequence_tokens, ranks=self.ranks.world,
         ))
         expired = state.published[: -cfg.keep_checkpoints] if cfg.keep_checkpoints else []

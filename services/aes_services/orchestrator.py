@@ -107,7 +107,7 @@ class OrchestratorService(Service[TrajectoryRef]):
         traj = load_trajectory(ctx.blobs, msg.trajectory)
         return Sample(msg.rollout_id, msg.group_id, msg.role, msg.reward, turns_from_trajectory(traj),
                       finished=msg.finished, policy_version=msg.policy_version, group_size=msg.group_size,
-                      final=msg.final)
+                      final=msg.final, screened=msg.screened)
 
     def _min_version(self) -> int:
         assert self.config is not None
@@ -154,7 +154,7 @@ class OrchestratorService(Service[TrajectoryRef]):
             shares=packed.shares, share_micro=packed.share_micro, n_tokens=packed.n_tokens,
             group_ids=tuple(g.group_id for g in batch.groups), mean_reward=batch.mean_reward,
             groups_dropped=batch.dropped + batch.evicted + batch.stale, carried_over=batch.carried_over,
-            stale_dropped=self.stale_dropped))
+            stale_dropped=self.stale_dropped, screened=batch.screened))
         self.batch_id, self.stale_dropped = batch_id, 0
         log.info("batch packed", extra={"policy": self.policy, "batch_id": batch_id, "role": batch.role,
                                         "groups": len(batch.groups), "tokens": packed.n_tokens,

@@ -150,3 +150,21 @@ def test_resume_rebuilds_the_held_groups():
     for x in (b, again):
         x.add(_sample("half", 1, 0.0))
         assert [g.group_id for g in x.next_batch().groups] == ["queued", "half"]
+
+
+def test_a_screened_attempt_completes_its_group_but_is_not_trained_on():
+    b = Batcher(LearnerConfig(solver_group_size=4, groups_per_batch=1))
+    b.add(_sample("g", 0, 1.0, screened="link to the judge's files: /app/x: a link to /tests/expected.txt"))
+    for i, r in enumerate([1.0, 0.0, 0.0], start=1):
+        b.add(_sample("g", i, r))
+    batch = b.next_batch()
+    assert [s.rollout_id for s in batch.groups[0].samples] == ["g-1", "g-2", "g-3"]
+    assert batch.groups[0].advantages == pytest.approx((2 / 3, -1 / 3, -1 / 3))  # centred without the forged 1.0
+    assert batch.screened == 1
+    # A group whose only spread came from the screened attempt carries no signal left.
+    b.add(_sample("h", 0, 1.0, screened="setuid file: /app/t"))
+    for i in range(1, 4):
+        b.add(_sample("h", i, 0.0))
+    _add_group(b, "k", [1, 0, 0, 0])
+    batch = b.next_batch()
+    assert [g.group_id for g in batch.groups] == ["k"] and batch.dropped == 1 and batch.screened == 1

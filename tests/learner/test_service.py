@@ -42,7 +42,8 @@ async def until(bus, subject, type_, n):
     return msgs
 
 
-async def publish_group(bus, group, digit, answers, rewards):
+async def publish_group(bus, group, digit, answers, rewards, screened=()):
+    """``screened``: the members whose trials showed forgery signs."""
     for i, (answer, reward) in enumerate(zip(answers, rewards)):
         rid = f"{group}-{i}"
         turn = Turn(index=0, reply=str(answer), prompt_token_ids=[BOS, digit, SEP],
@@ -50,7 +51,8 @@ async def publish_group(bus, group, digit, answers, rewards):
         ref = store_trajectory(bus.blobs, Trajectory(rollout_id=rid, role="solver", env_id=group, turns=[turn]))
         await bus.publish(subjects.trajectory("solver"), TrajectoryRef(
             idempotency_key=rid, episode_id="ep", rollout_id=rid, env_id=group, role="solver",
-            group_id=group, reward=reward, trajectory=ref, n_tokens=2))
+            group_id=group, reward=reward, trajectory=ref, n_tokens=2,
+            screened="setuid file: /app/t" if i in screened else ""))
 
 
 @pytest.mark.parametrize("every", [1, 8], ids=["saved", "replayed"])
@@ -67,19 +69,19 @@ async def test_service_trains_publishes_and_resumes(fresh_nats, tmp_path, every)
         await publish_group(bus, "env-a", 3, [4, 1, 2, 5], [1, 0, 0, 0])
         await publish_group(bus, "env-b", 6, [0, 1, 2, 3], [0, 0, 0, 0])  # no signal: dropped
         await publish_group(bus, "env-d", 1, [2, 3], [1, 0])  # incomplete: carried over
-        await publish_group(bus, "env-c", 8, [9, 9, 0, 1], [1, 1, 0, 0])
+        await publish_group(bus, "env-c", 8, [9, 9, 0, 1], [1, 1, 0, 0], screened=(3,))  # trained on 3
         async with serving(fresh_nats, orchestrator, service):
             (pv,) = await until(bus, subjects.POLICY_VERSION, PolicyVersion, 1)
             (stats,) = await until(bus, subjects.LEARNER_STATS, LearnerStats, 1)
         (batch,) = await until(bus, subjects.train_batch("shared"), TrainBatch, 1)
-        assert batch.batch_id == 1 and batch.group_ids == ("env-a", "env-c") and batch.n_tokens == 16
+        assert batch.batch_id == 1 and batch.group_ids == ("env-a", "env-c") and batch.n_tokens == 14
         assert orchestrator.held.keys() == {"env-d-0", "env-d-1"}  # only the incomplete group's refs stay
 
         assert pv.version == stats.policy_version == 1 and pv.base_model == "model"
         assert pv.checkpoint.key == "checkpoints/policy/v000001/manifest.json"
         assert (stats.groups_used, stats.groups_dropped, stats.carried_over) == (2, 1, 2)
-        assert stats.tokens == 16 and stats.role == "solver"
-        assert stats.mean_reward == pytest.approx(0.375)
+        assert stats.tokens == 14 and stats.role == "solver" and batch.screened == stats.screened == 1
+        assert stats.mean_reward == pytest.approx(3 / 7)
         assert stats.masked_tokens >= 0 and 0.0 <= stats.mask_fraction <= 1.0 and stats.mean_divergence > 0
 
         # The rollout side follows the announced version: its weights become the learner's.

@@ -25,6 +25,7 @@ from aes_lib.domains import ToolSession, domain_of
 from aes_lib.faults import TransientError
 from aes_lib.flywheel.config import FlywheelConfig
 from aes_lib.models import ChatClient
+from aes_lib.sandbox.screen import forgery_signs
 from aes_lib.sandbox.trial import AgentOutcome, agent_timeout, run_trial
 from aes_lib.tools import ToolResult
 from aes_proto import subjects
@@ -113,7 +114,7 @@ class Rollout:
             seconds=t.agent_seconds + t.verifier_seconds, rollout_id=t.rollout_id, env_id=t.env_id, model=t.model,
             stop_reason=t.stop_reason, policy_version=t.policy_version, n_tokens=t.n_tokens,
             prompt_tokens=t.prompt_tokens, completion_tokens=t.completion_tokens, metrics=dict(t.metrics),
-            end_state=self.end_state,
+            end_state=self.end_state, screened=t.screened,
         )
 
 
@@ -148,6 +149,7 @@ async def rollout(
         traj.stop_reason = "time_limit"  # the trial cut the agent's turn at the task's timeout
     if trial.error and not traj.error:
         traj.error = trial.error
+    traj.screened = "\n".join(forgery_signs(trial))
     ref = await asyncio.to_thread(store_trajectory, store, traj)
     state = await asyncio.to_thread(store.put_content, END_STATES, trial.end_state, ".tar.gz") if trial.end_state else None
     return Rollout(traj, ref, state)
@@ -217,6 +219,7 @@ async def publish_rollout(
             model=out.model,
             metrics=out.metrics,
             end_state=out.end_state,
+            screened=out.screened,
         ),
     )
     if purpose != "training":
@@ -236,5 +239,6 @@ async def publish_rollout(
             n_tokens=out.n_tokens,
             finished=out.stop_reason in ("done", "turn_limit", "time_limit"),
             group_size=group_size,
+            screened=out.screened,
         ),
     )

@@ -6,7 +6,8 @@ was not sent back for revision (its earlier revisions join the group too). The
 size comes with the samples (the wave or planner that issued the group knows it)
 or, failing that, from the learner's setting for the role. Its
 finished samples are centred and trained on; unfinished ones (``finished=False``,
-e.g. an episode cut by a model error) are left out. A rollout id that arrives
+e.g. an episode cut by a model error) are left out, and so are screened ones (forgery signs in
+their trial, ``Sample.screened``: counted in ``Batch.screened``, never trained on). A rollout id that arrives
 again replaces its earlier version, so an in-progress trajectory published early
 is superseded by its final one. Complete groups whose rewards vary join their
 role's queue; the others are dropped (and counted), so the batcher keeps consuming
@@ -52,6 +53,8 @@ class Batch:
     """Samples still pending (incomplete groups, unfinished trajectories) after this batch was cut."""
     stale: int = 0
     """Complete groups dropped for holding samples older than the allowed policy lag."""
+    screened: int = 0
+    """Samples left out of complete groups for forgery signs since the last batch."""
 
     @property
     def samples(self) -> list[tuple[Sample, float]]:
@@ -72,6 +75,7 @@ class Batcher:
         self._dropped: dict[str, int] = {"solver": 0, "proposer": 0}
         self._evicted = 0
         self._stale = 0
+        self._screened: dict[str, int] = {"solver": 0, "proposer": 0}
         self._batches = 0
         self._seen_groups: set[str] = set()
 
@@ -99,7 +103,8 @@ class Batcher:
         if sum(s.final for s in group.values()) < size:
             return True
         self._close(sample.group_id)
-        finished = [s for s in group.values() if s.finished]
+        finished = [s for s in group.values() if s.finished and not s.screened]
+        self._screened[sample.role] += sum(bool(s.screened) for s in group.values())
         rewards = [s.reward for s in finished]
         if has_signal(rewards):
             self._ready[sample.role].append(
@@ -132,7 +137,8 @@ class Batcher:
                 dropped, self._dropped[role] = self._dropped[role], 0
                 evicted, self._evicted = self._evicted, 0
                 stale, self._stale = self._stale, 0
-                return Batch(role, groups, dropped, evicted, self.pending, stale)
+                screened, self._screened[role] = self._screened[role], 0
+                return Batch(role, groups, dropped, evicted, self.pending, stale, screened)
         return None
 
     @classmethod

@@ -66,6 +66,8 @@ class Sample:
     """Members of its group as the publisher sized it; 0: the learner's setting for the role."""
     final: bool = True
     """Ends one member of the group (a proposer episode sent back for revision does not)."""
+    screened: str = ""
+    """Forgery signs in its trial (``TrajectoryRef.screened``): it completes its group but is not trained on."""
 
     @property
     def n_tokens(self) -> int:

@@ -24,7 +24,8 @@ def learner(s: LearnerStats) -> Scalars:
     return {f"{p}/loss": s.loss, f"{p}/reward": s.mean_reward, f"{p}/masked_fraction": s.mask_fraction,
             f"{p}/divergence": s.mean_divergence, f"{p}/grad_norm": s.grad_norm,
             f"{p}/tokens_per_s": s.tokens / s.seconds if s.seconds > 0 else 0.0,
-            f"{p}/groups_used": float(s.groups_used), f"{p}/stale_dropped": float(s.stale_dropped)}
+            f"{p}/groups_used": float(s.groups_used), f"{p}/stale_dropped": float(s.stale_dropped),
+            f"{p}/screened": float(s.screened)}
 
 
 def rollout(r: RolloutSummary) -> Scalars:
