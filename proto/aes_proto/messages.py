@@ -177,7 +177,8 @@ class ValidationResult(Message, frozen=True):
     ok: bool
     reason: str
     """``ok`` | ``invalid_bundle`` | ``build_failed`` | ``oracle_failed`` | ``nop_passed`` | ``timeout`` |
-    ``verifier_forgeable`` (a tamper probe earned more than the empty solution) | ..."""
+    ``verifier_forgeable`` (a tamper probe earned more than the empty solution) | ``answer_in_image``
+    (the image holds the task's own tests or solution) | ..."""
     detail: str = ""
     oracle_reward: float | None = None
     nop_reward: float | None = None

@@ -6,7 +6,8 @@ for (else the verdict is ``needs_gpu``, not a failure of the task), its image bu
 solution (oracle) scores exactly 1.0 within its time limit, the empty
 solution (nop) scores below 0.5, and the tamper probe (``aes_lib.sandbox.probes``: the reference's
 work broken, hooks planted wherever the tests could run the agent's code) earns no more than the
-empty solution (else ``verifier_forgeable``, naming the hook), and the input probe
+empty solution (else ``verifier_forgeable``, naming the hook), the image holds none of the task's
+test or solution files (``aes_lib.sandbox.leaks``; else ``answer_in_image``), and the input probe
 (``aes_lib.sandbox.input_probe``) finds no verdict that follows inputs the agent can rewrite. Oracle and nop run concurrently
 from one image; the probe runs once the task is otherwise valid (one extra trial, a second, the
 probe's control, only when the probe earns more than the empty solution; the input probe's one
@@ -32,13 +33,14 @@ from aes_lib.bundle import BundleError, BundleLimits, Task
 from aes_lib.sandbox.container import LimitCaps
 from aes_lib.sandbox.kinds import UnknownKindError
 from aes_lib.sandbox.images import BuildFailedError, BuildTimeoutError, ImageCache, gpu_engine
+from aes_lib.sandbox import leaks
 from aes_lib.sandbox.input_probe import InputProbe, mutated
 from aes_lib.sandbox.probes import TamperProbe, forgery, planted
 from aes_lib.sandbox.trial import NopAgent, OracleAgent, TrialFault, TrialResult, run_trial
 from aes_lib.sandbox.verifier import PRISTINE
 
 Reason = Literal["ok", "invalid_bundle", "unknown_domain", "unsupported", "needs_gpu", "build_failed",
-                 "oracle_failed", "nop_passed", "timeout", "domain_rule", "verifier_forgeable"]
+                 "oracle_failed", "nop_passed", "timeout", "domain_rule", "verifier_forgeable", "answer_in_image"]
 NOP_THRESHOLD = 0.5
 
 
@@ -154,6 +156,9 @@ async def validate_task(
         return report(task.name, "oracle_failed", _why("oracle", oracle), logs=logs, **rewards)
     if nop.reward >= NOP_THRESHOLD:
         return report(task.name, "nop_passed", f"nop reward {nop.reward:g} >= {NOP_THRESHOLD}", logs=logs, **rewards)
+    if found_leaks := await leaks.scan(task, images, image, labels):
+        return report(task.name, "answer_in_image", leaks.detail(found_leaks), **rewards)
+    say("leak scan: the image holds no test or solution file")
     if probe:
         kind_paths = images.kinds.results(task)
         tampered = await planted_trial("tamper probe", TamperProbe(task, kind_paths=kind_paths))
