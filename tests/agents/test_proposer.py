@@ -283,6 +283,36 @@ async def test_check_names_the_tests_the_empty_solution_passes_and_the_reference
     assert fails.startswith("the reference solution fails test_sum.py::test_mean - ")
 
 
+async def test_check_runs_the_wrong_solutions_admission_runs(tmp_path):
+    """A valid task whose tests only check that the sum exists: check says so, as the strength
+    gate would, naming the mutant the tests passed; with the value checked it passes."""
+    from aes_lib.agents.proposer.files import write_files
+    from aes_lib.agents.proposer.workspace import install_verifier
+
+    weak = "from pathlib import Path\n\n\ndef test_sum():\n    assert Path('/app/out/sum.txt').exists()\n"
+    for name, tests in (("weak", weak), ("strong", weak.replace(".exists()", ".read_text() == '12\\n'"))):
+        write_files({
+            "instruction.md": "Write the sum of the integers in `/app/nums.txt` to `/app/out/sum.txt`.\n",
+            "task.toml": 'schema_version = "1.4"\n\n[task]\nname = "aes-test/sum"\n\n[verifier]\ntimeout_sec = 60.0\n',
+            "environment/Dockerfile": "FROM aes-base:latest\nWORKDIR /app\nRUN printf '3\\n4\\n5\\n' > /app/nums.txt\n",
+            "solution/solve.sh": "#!/bin/bash\nmkdir -p /app/out\nawk '{s+=$1} END {print s}' /app/nums.txt > /app/out/sum.txt\n",
+            "tests/test_sum.py": tests,
+        }, tmp_path / name)
+        install_verifier(tmp_path / name)
+
+    async def fetch(rel, local):
+        shutil.copytree(tmp_path / rel, local)
+
+    tools = ProposerTools(fetch_dir=fetch, images=ImageCache(kinds=DomainKinds()), store=None, solver_client=None)
+    r = await tools("aes-tool check weak")
+    assert r.exit_code == 1 and "valid: True (ok)" in r.output, r.output
+    assert "verifier strength: weak_tests: " in r.output and "/app/out/sum.txt to exist but not to be right" in r.output
+    assert "wrong solution perturb /app/out/sum.txt: its last number 12 -> 13 (offset 0): reward 1" in r.output
+    r = await tools("aes-tool check strong")
+    tools.close()
+    assert r.exit_code == 0 and "verifier strength: ok: 3 of 3 mutants" in r.output, r.output
+
+
 @pytest.mark.model
 async def test_local_model_episode_reaches_the_validator_or_is_recorded(bus, local_model_url, monkeypatch, tmp_path):
     """SmolLM2-135M as proposer: whatever it does, the outcome is on the bus."""

@@ -26,6 +26,7 @@ from aes_lib.bundle import BundleError, PackedBundle, Task, pack
 from aes_lib.models import ChatClient
 from aes_lib.domains.validation import validate_in_domain
 from aes_lib.sandbox import BuildFailedError
+from aes_lib.sandbox.strength import StrengthSettings, check_strength
 from aes_lib.tools import ToolResult, ToolSpec
 
 PREFIX = "aes-tool"
@@ -172,7 +173,13 @@ class ProposerTools:
         if not report.ok and report.logs:
             lines.append(report.logs)
         lines += [f"warning: {w}" for w in report.warnings]
-        return ToolResult(0 if report.ok else 1, "\n".join(lines))
+        ok = report.ok
+        if ok and not report.no_reference:  # admission's next gate: wrong solutions the tests must fail
+            strength = await check_strength(task, self.images, max_mutants=StrengthSettings.from_env().max_mutants)
+            ok = strength.ok
+            lines.append(f"verifier strength: {strength.reason}: {strength.detail}")
+            lines += [f"wrong solution {t.what}: reward {t.reward:g}" for t in (*strength.near_misses, *strength.mutants)]
+        return ToolResult(0 if ok else 1, "\n".join(lines))
 
     async def _solver(self, task: Task, rel: str, rest: list[str]) -> ToolResult:
         from aes_lib.agents.solver import SolverModelFault, run_rollouts
