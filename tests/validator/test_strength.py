@@ -137,3 +137,11 @@ async def test_the_gate_rejects_weak_tests_passes_strong_ones_and_can_be_advisor
     went = decode(msg.data, CandidateEnv)
     assert went.env_id == advisory.env_id and [(v.stage, v.ok, v.reason) for v in went.verdicts] == [
         ("strength", True, "weak_tests")]
+
+
+async def test_a_task_without_a_reference_is_passed_unchecked(images, tmp_path):
+    d = variant(tmp_path, "imported")
+    shutil.rmtree(d / "solution")
+    report = await check_strength(Task.load(d), images)
+    assert (report.ok, report.reason, report.trials) == (True, "ok", 0)
+    assert report.detail.startswith("no reference solution: not checked")

@@ -210,6 +210,8 @@ async def check_strength(task: Task, images: ImageCache, *, image: str | None = 
         ran.append(result)
         return result
 
+    if not task.has_solution:  # an imported task: no reference end state to mutate, no near misses to run
+        return StrengthReport(True, "ok", "no reference solution: not checked (the solver's attempts decide at calibration)")
     misses = near_misses(task)
     if unexplained := [m.script for m in misses if not m.wrong]:
         return StrengthReport(False, "near_miss_unexplained",
