@@ -46,9 +46,10 @@ lock: install
 wheel: install
 	$(BIN)/pip wheel -q --no-deps --no-build-isolation -w dist .
 
-# Docker engine (installed and started if missing) and the local base images.
+# Docker engine (installed and started if missing), gVisor's runtime registered with it, the local base images.
 infra:
 	bash deploy/install_docker.sh
+	bash deploy/install_runsc.sh || echo "infra: gVisor (runsc) did not install: AES_SANDBOX_RUNTIME=runsc and its tests are unavailable"
 	bash deploy/build_base_image.sh
 
 # Harbor, the task format's reference implementation (Python >= 3.12), in its own venv:

@@ -363,6 +363,11 @@ class Settings:
     task.toml says) or ``imported`` (tasks the operator imported, run with
     ``LimitCaps(allow_network=True)``, that ask for it get ``AES_SANDBOX_EGRESS_NETWORK``: egress
     only, never the host, other containers or private addresses). A generated task never gets one."""
+    sandbox_runtime: str = ""
+    """OCI runtime of every sandbox (Docker's ``--runtime``): empty, the engine's default (runc);
+    ``runsc`` runs them under gVisor, a user-space kernel between the agent and the host's
+    (``deploy/install_runsc.sh`` installs and registers it, networking off). A runtime the engine
+    does not have refuses every sandbox, naming it."""
     sandbox_egress_network: str = "aes-egress"
     """Docker network (created on first use, with firewall rules scoped to its bridge) that
     networked sandboxes join under ``AES_SANDBOX_NETWORK=imported``."""
