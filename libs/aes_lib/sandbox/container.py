@@ -100,9 +100,9 @@ class Limits:
     their own (:func:`allowlist_network`); None: the whole egress network."""
     gpus: int = 0
     """GPUs given to the container (an NVIDIA runtime must exist: see ``images.gpu_engine``)."""
-    runtime: str = dataclasses.field(default_factory=lambda: Settings.from_env().sandbox_runtime)
-    """The engine's OCI runtime for it (``AES_SANDBOX_RUNTIME``, read where the limits are made,
-    so every sandbox gets it); empty: the engine's default."""
+    runtime: str | None = None
+    """The engine's OCI runtime for it; None: ``AES_SANDBOX_RUNTIME``, read as the container
+    starts (so every sandbox gets it); empty: the engine's default."""
 
     @classmethod
     def for_task(cls, env: EnvironmentConfig, caps: "LimitCaps | None" = None) -> "Limits":
@@ -124,9 +124,10 @@ class Limits:
     def run_args(self) -> dict:
         """``containers.run`` arguments for the CPU, memory (swap included) and pid limits, no
         new privileges and the runtime; GPUs are the caller's to request."""
+        runtime = Settings.from_env().sandbox_runtime if self.runtime is None else self.runtime
         return {"nano_cpus": int(self.cpus * 1e9), "mem_limit": f"{self.memory_mb}m",
                 "memswap_limit": f"{self.memory_mb}m", "pids_limit": self.pids,
-                "security_opt": ["no-new-privileges"], **({"runtime": self.runtime} if self.runtime else {})}
+                "security_opt": ["no-new-privileges"], **({"runtime": runtime} if runtime else {})}
 
 
     def missing_in(self, host_config: Mapping) -> str:
