@@ -15,7 +15,7 @@ from aes_lib.domains.kinds import DomainKinds
 from aes_lib.sandbox import ImageCache, ValidationReport
 from aes_lib.sandbox.container import LimitCaps
 
-STEPS = 5
+STEPS = 6
 """Progress steps per task: image built, oracle run, nop run, tamper probe, the domain's gate (a
 task whose domain has none, or that failed early, makes up the steps it skipped at its last line)."""
 
