@@ -16,7 +16,7 @@ from aes_lib.sandbox import ImageCache, ValidationReport
 from aes_lib.sandbox.container import LimitCaps
 
 STEPS = 6
-"""Progress steps per task: image built, oracle run, nop run, tamper probe, the domain's gate (a
+"""Progress steps per task: image built, oracle run, nop run, leak scan, tamper probe, the domain's gate (a
 task whose domain has none, or that failed early, makes up the steps it skipped at its last line)."""
 
 Step = Callable[[str, int], None]
