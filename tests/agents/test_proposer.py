@@ -250,23 +250,28 @@ async def test_tools_refuse_unknown_tools_and_escapes():
     tools.close()
 
 
-async def test_check_names_the_tests_the_empty_solution_passes_and_the_reference_fails(tmp_path):
-    """A real small task: one test checks nothing the solver does (the empty solution passes it),
-    one asks for a file the reference never writes; check names both, not just the rewards."""
+def _sum_task(root, tests: str) -> None:
+    """A small real task at ``root``: sum /app/nums.txt into /app/out/sum.txt, judged by ``tests``."""
     from aes_lib.agents.proposer.files import write_files
     from aes_lib.agents.proposer.workspace import install_verifier
 
-    tests = ("from pathlib import Path\n\n\ndef test_sum():\n    assert Path('/app/out/sum.txt').read_text() == '12\\n'\n\n\n"
-             "def test_input_is_there():\n    assert Path('/app/nums.txt').exists()\n\n\n"
-             "def test_mean():\n    assert Path('/app/out/mean.txt').read_text() == '4\\n'\n")
     write_files({
         "instruction.md": "Write the sum of the integers in `/app/nums.txt` to `/app/out/sum.txt`.\n",
         "task.toml": 'schema_version = "1.4"\n\n[task]\nname = "aes-test/sum"\n\n[verifier]\ntimeout_sec = 60.0\n',
         "environment/Dockerfile": "FROM aes-base:latest\nWORKDIR /app\nRUN printf '3\\n4\\n5\\n' > /app/nums.txt\n",
         "solution/solve.sh": "#!/bin/bash\nmkdir -p /app/out\nawk '{s+=$1} END {print s}' /app/nums.txt > /app/out/sum.txt\n",
         "tests/test_sum.py": tests,
-    }, tmp_path / "task")
-    install_verifier(tmp_path / "task")
+    }, root)
+    install_verifier(root)
+
+
+async def test_check_names_the_tests_the_empty_solution_passes_and_the_reference_fails(tmp_path):
+    """A real small task: one test checks nothing the solver does (the empty solution passes it),
+    one asks for a file the reference never writes; check names both, not just the rewards."""
+    tests = ("from pathlib import Path\n\n\ndef test_sum():\n    assert Path('/app/out/sum.txt').read_text() == '12\\n'\n\n\n"
+             "def test_input_is_there():\n    assert Path('/app/nums.txt').exists()\n\n\n"
+             "def test_mean():\n    assert Path('/app/out/mean.txt').read_text() == '4\\n'\n")
+    _sum_task(tmp_path / "task", tests)
 
     async def fetch(rel, local):
         shutil.copytree(tmp_path / rel, local)
@@ -286,19 +291,9 @@ async def test_check_names_the_tests_the_empty_solution_passes_and_the_reference
 async def test_check_runs_the_wrong_solutions_admission_runs(tmp_path):
     """A valid task whose tests only check that the sum exists: check says so, as the strength
     gate would, naming the mutant the tests passed; with the value checked it passes."""
-    from aes_lib.agents.proposer.files import write_files
-    from aes_lib.agents.proposer.workspace import install_verifier
-
     weak = "from pathlib import Path\n\n\ndef test_sum():\n    assert Path('/app/out/sum.txt').exists()\n"
     for name, tests in (("weak", weak), ("strong", weak.replace(".exists()", ".read_text() == '12\\n'"))):
-        write_files({
-            "instruction.md": "Write the sum of the integers in `/app/nums.txt` to `/app/out/sum.txt`.\n",
-            "task.toml": 'schema_version = "1.4"\n\n[task]\nname = "aes-test/sum"\n\n[verifier]\ntimeout_sec = 60.0\n',
-            "environment/Dockerfile": "FROM aes-base:latest\nWORKDIR /app\nRUN printf '3\\n4\\n5\\n' > /app/nums.txt\n",
-            "solution/solve.sh": "#!/bin/bash\nmkdir -p /app/out\nawk '{s+=$1} END {print s}' /app/nums.txt > /app/out/sum.txt\n",
-            "tests/test_sum.py": tests,
-        }, tmp_path / name)
-        install_verifier(tmp_path / name)
+        _sum_task(tmp_path / name, tests)
 
     async def fetch(rel, local):
         shutil.copytree(tmp_path / rel, local)

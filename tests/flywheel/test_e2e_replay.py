@@ -123,16 +123,15 @@ async def test_a_third_party_gate_on_the_route_judges_the_round(fresh_nats, bus,
     assert (record.gate, record.reason) == ("names-data", "no_data_path")
 
 
-async def test_a_gate_rejection_goes_back_with_its_evidence_and_the_revision_repeats_every_check(fresh_nats, bus):
-    """The proposer's first candidate has a reference solution that does nothing: the validator
-    rejects it and sends it back with the oracle's output; the revision (the working variant)
-    passes every stage again, from the first, and calibrates into the band."""
+async def _rejected_then_revised(fresh_nats, bus, first: str):
+    """One round whose proposer replies ``first``, then (its revision) the working variant, with a
+    solver that lands the variant in the band: the replay servers, the round, its lines and the
+    status snapshot after it."""
     s, g = one_turn_solve(SEED), GIVE_UP_ONE
-    broken = _variant_reply(solve="#!/bin/bash\necho 'solve.sh: not implemented yet'\n")
     config = FlywheelConfig(generation_mode="prompt", assignments_per_round=1, solver_max_turns=1,
                             proposals_per_assignment=1)
     lines: list[str] = []
-    with ReplayServer([broken, _variant_reply()]) as proposer, routed_replay([s, g, s, g], REVIEW_OK) as solver:
+    with ReplayServer([first, _variant_reply()]) as proposer, routed_replay([s, g, s, g], REVIEW_OK) as solver:
         settings = dataclasses.replace(fresh_nats, model_url=solver.url, model="replay",
                                        proposer_model_url=proposer.url, proposer_model="replay")
         store = PoolStore(await bus.kv(BUCKET))
@@ -145,6 +144,15 @@ async def test_a_gate_rejection_goes_back_with_its_evidence_and_the_revision_rep
         async with running(settings, *all_services(config)):
             [r1] = await run_rounds(bus, size, rounds=1, fresh=1, review=False, round_timeout=600, out=lines.append)
         snap = await snapshot(bus, config)
+    return proposer, solver, r1, lines, snap
+
+
+async def test_a_gate_rejection_goes_back_with_its_evidence_and_the_revision_repeats_every_check(fresh_nats, bus):
+    """The proposer's first candidate has a reference solution that does nothing: the validator
+    rejects it and sends it back with the oracle's output; the revision (the working variant)
+    passes every stage again, from the first, and calibrates into the band."""
+    broken = _variant_reply(solve="#!/bin/bash\necho 'solve.sh: not implemented yet'\n")
+    proposer, solver, r1, lines, snap = await _rejected_then_revised(fresh_nats, bus, broken)
     assert not solver.errors and not proposer.errors, (solver.errors, proposer.errors)
     assert r1.done and r1.finished == {"r1-000": "admitted"}, lines
 
@@ -178,23 +186,8 @@ async def test_tests_that_pass_a_wrong_answer_go_back_with_it_and_the_revision_i
     """The proposer's first candidate only checks that the roll-up exists: the strength gate's
     mutants of the reference's output (halved, a number moved) keep full reward, so it goes back
     naming the wrong answer the tests passed; the revision with the real tests is admitted."""
-    s, g = one_turn_solve(SEED), GIVE_UP_ONE
     weak = _variant_reply(tests={"tests/test_rollup.py": WEAK_TESTS})
-    config = FlywheelConfig(generation_mode="prompt", assignments_per_round=1, solver_max_turns=1,
-                            proposals_per_assignment=1)
-    lines: list[str] = []
-    with ReplayServer([weak, _variant_reply()]) as proposer, routed_replay([s, g, s, g], REVIEW_OK) as solver:
-        settings = dataclasses.replace(fresh_nats, model_url=solver.url, model="replay",
-                                       proposer_model_url=proposer.url, proposer_model="replay")
-        store = PoolStore(await bus.kv(BUCKET))
-        await seed_pool(bus, store, [SEED])
-        await register_heldout(bus)
-
-        async def size() -> int:
-            return len((await store.index()).active)
-
-        async with running(settings, *all_services(config)):
-            [r1] = await run_rounds(bus, size, rounds=1, fresh=1, review=False, round_timeout=600, out=lines.append)
+    proposer, _, r1, lines, _ = await _rejected_then_revised(fresh_nats, bus, weak)
     assert r1.done and r1.finished == {"r1-000": "admitted"}, lines
     first, second = await bus.history(subjects.RESULT_CALIBRATION, CalibrationResult)
     assert [(v.stage, v.ok, v.reason) for v in first.verdicts] == [("validate", True, "ok"),
