@@ -26,6 +26,7 @@ from aes_lib.runners.pool_store import BUCKET, PoolStore
 from aes_ops.rounds import decode_any, run_rounds
 from aes_ops.seeding import seed_pool
 from aes_services.pool import PoolService
+from aes_services.registry import ADMISSION
 
 from flywheel_helpers import GIVE_UP_ONE, idle, one_turn_solve, register_heldout, routed_replay, wait_for
 from replay_server import ReplayServer
@@ -34,14 +35,15 @@ from test_e2e_replay import REVIEW_OK, _variant_reply
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
 
-SLOW = {"proposer", "validator", "review", "reset", "calibrator"}
+SLOW = {"proposer", "validator", "strength", "review", "reset", "calibrator"}
 """Victims whose handling takes seconds: killed half a second into it; the others at once."""
-SERVICES = ["proposer", "validator", "contamination", "review", "reset", "calibrator", "pool", "planner-stats", "planner",
-            "pool-review"]
+SERVICES = ["proposer", *ADMISSION, "pool", "planner-stats", "planner", "pool-review"]
+"""Every admission gate the registry has (the default route's), so a new one is killed too."""
 TRIGGER = {
     # the victim is killed once this subject carries a message for it (its input), plus a beat
     "proposer": subjects.ASSIGNMENT,
     "validator": subjects.stage("validate"),
+    "strength": subjects.stage("strength"),
     "contamination": subjects.stage("contamination"),
     "review": subjects.stage("review"),
     "reset": subjects.stage("reset"),
@@ -58,6 +60,7 @@ def _spawn(name: str, env: dict, logs: Path) -> subprocess.Popen:
 
 
 async def test_sigkill_of_each_service_mid_round_loses_nothing_and_admits_once(fresh_nats, bus, tmp_path):
+    assert set(ADMISSION) <= set(TRIGGER), "every admission gate is killed once"
     s, g = one_turn_solve(SEED), GIVE_UP_ONE
     # Alternating attempts: whichever attempt a kill interrupts, any run of them keeps the mean in the band.
     solver = routed_replay([s, g] * 8, REVIEW_OK)
