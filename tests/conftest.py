@@ -31,6 +31,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import json
@@ -329,8 +330,9 @@ def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
     conf = root / "nats.conf"
     conf.write_text(f'authorization {{ user: "{user}", password: "{password}" }}\n')
     log = root / "nats.log"
+    [monitor] = free_ports(1)
     proc = subprocess.Popen(
-        [find_binary("nats-server"), "-c", str(conf), "-a", "127.0.0.1", "-p", "-1",
+        [find_binary("nats-server"), "-c", str(conf), "-a", "127.0.0.1", "-p", "-1", "-m", str(monitor),
          "-js", "-sd", str(root / "js"), "--ports_file_dir", str(root)],
         stdout=log.open("wb"), stderr=subprocess.STDOUT,
     )
@@ -338,6 +340,7 @@ def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
     try:
         _wait_for(lambda: ports.is_file() and json.loads(ports.read_text())["nats"], "nats-server", proc, log)
         url = json.loads(ports.read_text())["nats"][0]
+        _MONITORS[url] = f"http://127.0.0.1:{monitor}"
         yield Settings(
             home=root / "home",
             nats_url=url,
@@ -361,11 +364,35 @@ async def _wipe(settings: Settings) -> None:
         await nc.close()
 
 
+_MONITORS: dict[str, str] = {}
+"""The session servers' monitoring endpoints, by client URL."""
+LEFT_OPEN_GRACE = 20.0
+"""Seconds a test's clients get to close (a terminated process, a drain) before they count as left open."""
+
+
+async def _clients(settings: Settings, grace: float) -> list[str]:
+    """Names of the clients still connected to the session's server after ``grace`` seconds."""
+    import httpx
+
+    deadline = time.monotonic() + grace
+    async with httpx.AsyncClient() as http:
+        while True:
+            conns = (await http.get(f"{_MONITORS[settings.nats_url]}/connz")).json().get("connections") or []
+            if not conns or time.monotonic() > deadline:
+                return [c.get("name") or f"cid {c['cid']}" for c in conns]
+            await asyncio.sleep(0.2)
+
+
 @pytest.fixture
-async def fresh_nats(nats_server: Settings, tmp_path: Path) -> Settings:
-    """The session's server, emptied: no stream, consumer or bucket survives from another test."""
+async def fresh_nats(nats_server: Settings, tmp_path: Path) -> AsyncIterator[Settings]:
+    """The session's server, emptied: no stream, consumer or bucket survives from another test,
+    and no client does either. A service a test left running would bind to the next test's
+    consumer of the same name (a consumer is found by its name) and take its messages, so a
+    test that leaves a client connected fails, naming it."""
     await _wipe(nats_server)
-    return dataclasses.replace(nats_server, home=tmp_path / "home", blob_url=f"file://{tmp_path / 'blobs'}")
+    yield dataclasses.replace(nats_server, home=tmp_path / "home", blob_url=f"file://{tmp_path / 'blobs'}")
+    if left := await _clients(nats_server, LEFT_OPEN_GRACE):
+        pytest.fail(f"clients left connected to NATS after the test: {sorted(left)}")
 
 
 @pytest.fixture
