@@ -117,11 +117,20 @@ def test_setuid_and_setgid_bits_are_cleared_on_files(tmp_path) -> None:
     assert dropped == ["/app/py: setuid/setgid bits cleared"]
 
 
-@pytest.mark.parametrize("root", [None, [_entry("app", tarfile.SYMTYPE, "/tests")], [_entry("app")]])
-def test_a_result_path_that_is_not_a_folder_crosses_empty(tmp_path, root) -> None:
+@pytest.mark.parametrize("root", [None, [_entry("app", tarfile.SYMTYPE, "/tests")], [_entry("app", tarfile.FIFOTYPE)]])
+def test_a_result_path_that_is_absent_a_link_or_special_crosses_empty(tmp_path, root) -> None:
     kept, dropped = _crossed(tmp_path, {"/app": root})
     assert kept["app"].isdir() and not [n for n in kept if n.startswith("app/")]
     assert len(dropped) == 1 and "crosses empty" in dropped[0]
+
+
+def test_a_result_path_naming_a_file_crosses_as_that_file(tmp_path) -> None:
+    """An artifact that names one file (``artifacts = ["report.json"]``) arrives as the file, by
+    the same rules as a file in a folder: its bytes and mode, never setuid."""
+    kept, dropped = _crossed(tmp_path, {"/out/report.json": [_entry("report.json", mode=0o4755, data=b'{"n": 3}')]})
+    report = kept["out/report.json"]
+    assert (report.isreg(), report.mode, report.size) == (True, 0o755, len(b'{"n": 3}'))
+    assert dropped == ["/out/report.json: setuid/setgid bits cleared"]
 
 
 def test_result_paths_are_the_workdir_the_artifacts_and_the_kinds(tmp_path) -> None:

@@ -205,8 +205,10 @@ def _carry(root: str, raw: IO[bytes], roots: list[str], tar: tarfile.TarFile, dr
             elif path not in view:
                 view[path] = m
                 entries.append((path, m))
-        if root not in view or not view[root].isdir():
-            dropped.append(f"{root}: not a directory in the agent's container (crosses empty)")
+        if root in view and view[root].isreg():  # an artifact naming one file crosses as that file
+            entries = [(root, view[root])]
+        elif root not in view or not view[root].isdir():
+            dropped.append(f"{root}: not a directory or file in the agent's container (crosses empty)")
             tar.addfile(dir_entry(root.lstrip("/")))
             return
         kept: dict[str, bytes] = {}  # path -> type of each entry written
