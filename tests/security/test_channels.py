@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
 from aes_lib.bundle import Task
 from aes_lib.sandbox import run_trial, validate_task
@@ -40,6 +41,8 @@ def _task(tmp_path: Path, solve: str, *, test_sh: str | None = None, files: dict
         (root / "tests" / "test.sh").write_text(test_sh)
     for name, text in (files or {}).items():
         (root / name).write_text(text)
+    if "COPY pyyaml" in dockerfile_extra:
+        shutil.copytree(PYYAML, root / "environment" / "pyyaml", ignore=shutil.ignore_patterns("*.so", "__pycache__"))
     if dockerfile_extra:
         with (root / "environment" / "Dockerfile").open("a") as f:
             f.write(dockerfile_extra)
@@ -82,6 +85,19 @@ PICKLE_ATTACK = ("python3 - <<'EOF'\nimport pickle\n"
                  "for t in ('test_answer', 'test_more'):\\n"
                  "    os.write(3, ('pass \\\"test_ledger.py::' + t + '\\\"\\\\n').encode())\\nos._exit(0)\",))\n"
                  "open('/app/answer.pkl', 'wb').write(pickle.dumps(P()))\nEOF\n")
+# The tests load the agent's YAML with PyYAML's full Loader; a python/object/apply tag calls
+# os.write on the tests' pipe (no code object, no audit event) and reports both tests passed.
+YAML_TESTS = PICKLE_TESTS.replace("import pickle", "import yaml").replace(
+    'pickle.loads(Path("/app/answer.pkl").read_bytes())', 'yaml.load(Path("/app/answer.yaml").read_text(), Loader=yaml.Loader)')
+YAML_HONEST = ("python3 -c \"n = [int(l) for l in open('/app/ledger.txt') if l.strip()]; "
+               "open('/app/answer.yaml', 'w').write(f'sum: {sum(n)}\\ncount: {len(n)}\\n')\"\n")
+YAML_ATTACK = ("python3 - <<'EOF'\nimport base64\n"
+               "lines = ''.join(f'pass \"test_ledger.py::{t}\"\\n' for t in ('test_answer', 'test_more'))\n"
+               "b64 = base64.b64encode(lines.encode()).decode()\n"
+               "open('/app/answer.yaml', 'w').write(f'- !!python/object/apply:os.write [3, !!binary {b64}]\\n')\nEOF\n")
+PYYAML = Path(yaml.__file__).parent
+"""PyYAML's pure-Python package (the base image has none), copied into the task's image."""
+YAML_IMAGE = "COPY pyyaml /usr/local/lib/python3.11/dist-packages/yaml\n"
 # The tests recompute the expected answer from the input; the agent shrinks the input to match.
 INPUT_TESTS = '''from pathlib import Path
 
@@ -102,6 +118,7 @@ CASES = {
     "root's git runs the agent's filter": ({"tests/test.sh": OWN_TEST_SH}, "", HONEST, GIT_FILTER),
     "pickle payload in the tests' process": ({"tests/test_ledger.py": PICKLE_TESTS}, "", PICKLE_HONEST, PICKLE_ATTACK),
     "input rewritten to match the answer": ({"tests/test_ledger.py": INPUT_TESTS}, "", HONEST, INPUT_ATTACK),
+    "YAML tags in the tests' process": ({"tests/test_ledger.py": YAML_TESTS}, YAML_IMAGE, YAML_HONEST, YAML_ATTACK),
 }
 
 
@@ -130,3 +147,24 @@ async def test_the_input_probe_flags_tests_that_follow_the_agents_inputs(tests, 
     assert r.reason == verdict, r.logs or r.detail
     if verdict != "ok":
         assert "/app/ledger.txt" in r.detail and "/aes/pristine" in r.detail, r.detail
+
+
+ROOT_PYTEST = """#!/bin/bash
+mkdir -p /logs/verifier
+cd /tests && python3 -m pytest -q -p no:cacheprovider test_ledger.py && echo 1 > /logs/verifier/reward.txt \\
+    || echo 0 > /logs/verifier/reward.txt
+"""
+"""A hand-written test.sh that runs the tests as root, in the image's own Python."""
+
+
+@pytest.mark.parametrize("test_sh, verdict", [(ROOT_PYTEST, "verifier_forgeable"), (None, "ok")],
+                         ids=["tests as root", "managed template"])
+async def test_the_tamper_probe_plants_code_in_the_agents_yaml(test_sh, verdict, tmp_path, images, test_label) -> None:
+    """The probe replaces each YAML file the reference wrote by one whose tag runs its hook: tests
+    that load it with the full Loader as root are forgeable; the managed template refuses the tag."""
+    files = {"tests/test_ledger.py": YAML_TESTS} | ({"tests/test.sh": test_sh} if test_sh else {})
+    task = _task(tmp_path, YAML_HONEST, files=files, dockerfile_extra=YAML_IMAGE)
+    r = await validate_task(task.root, images, labels=test_label)
+    assert r.reason == verdict, r.logs or r.detail
+    if verdict != "ok":
+        assert "YAML tag payload /app/answer.yaml" in r.detail, r.detail

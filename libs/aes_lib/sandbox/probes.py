@@ -5,8 +5,9 @@ trial (the same ``run_trial`` as rollouts, so what it proves holds for training)
 
 - every regular file the reference wrote or changed in the result paths (by content against the
   image's, hashed before solve.sh: ``aes_lib.sandbox.changes``) is replaced: Python files by the
-  Python hook, executables and shell scripts by the shell hook, a pickle by one that runs the
-  Python hook when loaded, anything else emptied;
+  Python hook, executables and shell scripts by the shell hook, a file whose format can carry code
+  (a pickle, YAML, a NumPy array, a torch checkpoint: ``payloads``) by one that runs the Python
+  hook when loaded, anything else emptied;
 - every other Python file and shell script below a directory the reference wrote to, the
   working directory or a usual home of code (/app, /srv, /opt, /home, /root, ...) gets the hook
   added first (it keeps working);
@@ -34,10 +35,11 @@ import dataclasses
 import posixpath
 import re
 import shlex
+from pathlib import Path
 from typing import ClassVar
 
 from aes_lib.bundle import Task
-from aes_lib.sandbox import changes
+from aes_lib.sandbox import changes, payloads
 from aes_lib.sandbox.container import Sandbox
 from aes_lib.sandbox.trial import AgentOutcome, OracleAgent, TrialResult
 from aes_lib.sandbox.verifier import result_paths
@@ -125,9 +127,9 @@ SHADOWS = ("python3", "python", "pytest", "git", "sh", "bash", "make")
 GIT_HOOKS = ("pre-commit", "commit-msg", "post-commit", "pre-push", "post-checkout", "post-merge",
              "pre-rebase", "post-rewrite", "prepare-commit-msg", "post-index-change", "reference-transaction")
 
-# Runs as root in the agent's container after solve.sh. Python, so that it does not depend on
-# the image's shell tools beyond python3; prints the manifest (n, kind, path) as TSV.
-_PLANT = r'''
+# Runs as root in the agent's container after solve.sh, after ``payloads``' source. Python, so that
+# it does not depend on the image's shell tools beyond python3; prints the manifest (n, kind, path) as TSV.
+_PLANT = Path(payloads.__file__).read_text() + r'''
 import os, stat, sys
 PY, SH, PASS_ALL = sys.argv[1], sys.argv[2], sys.argv[3]
 SHADOWS, GIT_HOOKS = sys.argv[4].split(), sys.argv[5].split()
@@ -174,22 +176,6 @@ def insert(path, text, at_end=False):
         return
     put(path, body + "\n" + text if at_end else (first + "\n" if first else "") + text + "\n" + rest, mode)
 
-def is_pickle(path):
-    try:
-        with open(path, "rb") as f:
-            return f.read(1) == b"\x80" and os.path.getsize(path) > 2
-    except OSError:
-        return False
-
-def payload(code):
-    """A pickle whose loading runs ``code`` (a control's: loads as the text alone)."""
-    import pickle
-
-    class Payload:
-        def __reduce__(self):
-            return (exec, (code,)) if not control else (str, (code,))
-    return pickle.dumps(Payload())
-
 def is_script(path):
     try:
         with open(path, "rb") as f:
@@ -224,11 +210,12 @@ for path in written:
         put(path, hook("reference file (python hook)", path, True), 0o755)
     elif is_script(path):
         put(path, "#!/bin/sh\n" + hook("reference file (shell hook)", path, False), 0o755)
-    elif is_pickle(path):
+    elif (found := carrier(path, "")) is not None:  # a format whose loading can run code
         try:
+            _, data = carrier(path, hook(found[0], path, True), control)
             with open(path, "wb") as f:
-                f.write(payload(hook("pickle payload", path, True)))
-        except OSError:
+                f.write(data)
+        except (OSError, TypeError):
             pass
     elif control:
         put(path, "")

@@ -114,6 +114,22 @@ def audit(event, args):  # spec_from_file_location, runpy, exec(compile(...)) of
                               "judge the agent's text as data, or run it in a subprocess")
 
 
+def disarm_yaml():
+    """PyYAML's python/* tags (its Loader, UnsafeLoader, unsafe_load) call any function with the
+    document's arguments, and no audit event says so: once collection ends, they are refused."""
+    try:
+        import yaml.constructor as c
+    except ImportError:
+        return
+
+    def refuse(self, name, mark, *rest, **kw):
+        raise c.ConstructorError(None, None, f"python/* YAML tag ({name}) refused in the tests' process (the "
+                                 "agent's text would call functions): load the agent's YAML with yaml.safe_load", mark)
+    for cls in (c.FullConstructor, c.UnsafeConstructor):
+        cls.find_python_name = cls.find_python_module = refuse
+        cls.make_python_instance = lambda self, suffix, node, *rest, **kw: refuse(self, suffix, node.start_mark)
+
+
 sys.meta_path.insert(0, Barrier)
 sys.addaudithook(audit)
 import pytest
@@ -138,6 +154,7 @@ class Count:
     def pytest_collection_finish(self, session):
         global collected
         tell(f"collected {len(session.items)}")
+        disarm_yaml()
         collected = True
 
     def pytest_runtest_logreport(self, report):
