@@ -188,6 +188,16 @@ async def test_verifier_sees_the_agents_final_files(make_task, images, test_labe
     assert r.reward == 1.0, r.log()
 
 
+async def test_an_artifact_naming_a_file_reaches_the_tests_as_that_file(make_task, images, test_label) -> None:
+    task = Task.load(make_task({
+        "solution/solve.sh": "#!/bin/bash\nmkdir -p /srv && printf 'n=3\\n' > /srv/report.txt\n",
+        "tests/test_outputs.py": "from pathlib import Path\n\n\ndef test_report():\n"
+                                 "    assert Path('/srv/report.txt').read_text() == 'n=3\\n'\n",
+        "task.toml": 'artifacts = ["/srv/report.txt"]\n' + TOML}))
+    r = await run_trial(task, OracleAgent(task), images, labels=test_label)
+    assert (r.reward, r.dropped) == (1.0, ()), r.log()
+
+
 @dataclasses.dataclass
 class SaboteurAgent:
     """Kills the container's keep-alive, which stops the container under the trial."""
