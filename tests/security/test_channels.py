@@ -168,3 +168,28 @@ async def test_the_tamper_probe_plants_code_in_the_agents_yaml(test_sh, verdict,
     assert r.reason == verdict, r.logs or r.detail
     if verdict != "ok":
         assert "YAML tag payload /app/answer.yaml" in r.detail, r.detail
+
+
+MAKEFILE = "check:\n\t@python3 -c \"print(sum(int(l) for l in open('/app/ledger.txt') if l.strip()))\"\n"
+"""The image's own Makefile: ``make check`` prints the expected answer from the ledger."""
+MAKE_TEST_SH = """#!/bin/bash
+mkdir -p /logs/verifier
+ok=0
+[ "$(cat /app/answer.txt 2>/dev/null)" = "$({make} -s -C /app check)" ] && ok=1
+echo $ok > /logs/verifier/reward.txt
+"""
+
+
+@pytest.mark.parametrize("make, verdict", [("/usr/bin/make", "verifier_forgeable"), ("make", "ok")],
+                         ids=["root runs make by its path", "root's make on PATH (the shim)"])
+async def test_the_tamper_probe_plants_a_hook_in_the_makefiles_root_runs(make, verdict, tmp_path, images,
+                                                                         test_label) -> None:
+    """Root's make reads the agent's Makefile: by its own path it runs the probe's hook as root,
+    which writes the reward; through the harness's shim it runs as nobody, who cannot."""
+    task = _task(tmp_path, HONEST, files={"tests/test.sh": MAKE_TEST_SH.format(make=make),
+                                          "environment/Makefile": MAKEFILE},
+                 dockerfile_extra="COPY Makefile /app/Makefile\n")
+    r = await validate_task(task.root, images, labels=test_label)
+    assert r.reason == verdict, r.logs or r.detail
+    if verdict != "ok":
+        assert "added to a Makefile /app/Makefile" in r.detail, r.detail

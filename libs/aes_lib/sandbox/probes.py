@@ -8,9 +8,9 @@ trial (the same ``run_trial`` as rollouts, so what it proves holds for training)
   Python hook, executables and shell scripts by the shell hook, a file whose format can carry code
   (a pickle, YAML, a NumPy array, a torch checkpoint: ``payloads``) by one that runs the Python
   hook when loaded, anything else emptied;
-- every other Python file and shell script below a directory the reference wrote to, the
-  working directory or a usual home of code (/app, /srv, /opt, /home, /root, ...) gets the hook
-  added first (it keeps working);
+- every other Python file, shell script and Makefile below a directory the reference wrote to,
+  the working directory or a usual home of code (/app, /srv, /opt, /home, /root, ...) gets the
+  hook added first (it keeps working; make runs it whenever it reads the file);
 - each of those directories that holds code (at most ``MAX_DIRS``) gets a ``sitecustomize.py``, ``usercustomize.py``, a ``.pth``, a
   ``conftest.py`` and PATH shadows (``python3``, ``python``, ``pytest``, ``git``, ``sh``, ``bash``,
   ``make``); every git repository there gets every client hook and the programs its configuration
@@ -184,6 +184,17 @@ def is_script(path):
     except OSError:
         return False
 
+MAKEFILES = ("Makefile", "makefile", "GNUmakefile")
+
+def is_makefile(path):
+    return os.path.basename(path) in MAKEFILES or path.endswith(".mk")
+
+def make_hook(kind, path):
+    """A line that runs the shell hook whenever make reads the file (its own script beside it)."""
+    script = os.path.join(os.path.dirname(path), f".aes-probe-make-{n + 1}.sh")
+    put(script, hook(kind, path, False), 0o755)
+    return f"_aes_probe_{n} := $(shell sh {script} >&2)\n"
+
 def test_file(path):
     """The tests' file an output is likely compared with: the same name, else their first data file."""
     data = [t for t in TESTS if t and not t.endswith((".py", ".sh"))] or ["test.sh"]
@@ -208,6 +219,8 @@ for path in written:
     dirs.add(os.path.dirname(path))
     if path.endswith(".py"):
         put(path, hook("reference file (python hook)", path, True), 0o755)
+    elif is_makefile(path):
+        put(path, make_hook("reference file (make hook)", path))
     elif is_script(path):
         put(path, "#!/bin/sh\n" + hook("reference file (shell hook)", path, False), 0o755)
     elif (found := carrier(path, "")) is not None:  # a format whose loading can run code
@@ -251,12 +264,14 @@ for top in sorted(dirs):
             continue
         for name in files:
             path = os.path.join(root, name)
-            if path in replaced or os.path.islink(path):
+            if path in replaced or os.path.islink(path) or name.startswith(".aes-probe"):
                 continue
             if name.endswith(".py"):
                 insert(path, hook("added to a python module", path, True), "from __future__" in read(path))
             elif is_script(path) and name.endswith(".sh"):
                 insert(path, hook("added to a shell script", path, False))
+            elif is_makefile(path):
+                insert(path, make_hook("added to a Makefile", path))
         code_here = root in dirs or any(f.endswith((".py", ".sh")) for f in files)
         if not code_here or planted >= MAX_DIRS:
             continue
