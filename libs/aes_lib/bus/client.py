@@ -178,6 +178,12 @@ class Bus:
     async def close(self) -> None:
         """Drain: finish pending acks and publishes, then close."""
         if not self.nc.is_closed:
+            # A subscription read by fetch (no callback: a pull consumer) has nothing to process,
+            # and nats-py never marks its queue done: draining it waits out the whole drain
+            # timeout (30 s) whenever a late status message sits there.
+            for sub in list(self.nc._subs.values()):
+                if sub._cb is None and not sub._closed:
+                    await sub.unsubscribe()
             await asyncio.shield(self.nc.drain())
 
     async def __aenter__(self) -> "Bus":
