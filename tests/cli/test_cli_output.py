@@ -14,6 +14,7 @@ import pytest
 
 from aes_cli import output
 from aes_lib.config import Settings
+from aes_ops.validation import STEPS
 
 AES = str(Path(sys.executable).with_name("aes"))
 SEED = Path(__file__).resolve().parents[2] / "seeds" / "csv-sales-rollup"
@@ -48,9 +49,11 @@ def test_validate_json_with_plain_progress(tmp_path):
     [report] = json.loads(done.stdout)
     assert report["ok"] and report["reason"] == "ok" and report["oracle_reward"] == 1.0 and report["nop_reward"] < 0.5
     steps = done.stderr.splitlines()
-    assert steps[0] == f"[validate 1/5] {SEED.name}: image built" and steps[-1] == f"[validate 5/5] {SEED.name}: pass"
-    assert steps[3] == f"[validate 4/5] {SEED.name}: tamper probe reward 0"
+    n = STEPS
+    assert steps[0] == f"[validate 1/{n}] {SEED.name}: image built" and steps[-1] == f"[validate {n}/{n}] {SEED.name}: pass"
     assert sorted(s.split(": ", 1)[1].split()[0] for s in steps[1:3]) == ["nop", "oracle"]
+    assert steps[3] == f"[validate 4/{n}] {SEED.name}: leak scan: the image holds no test or solution file"
+    assert steps[4] == f"[validate 5/{n}] {SEED.name}: tamper probe reward 0"
 
 
 @pytest.fixture

@@ -80,6 +80,7 @@ async def test_sigkill_of_each_service_mid_round_loses_nothing_and_admits_once(f
         store = PoolStore(await bus.kv(BUCKET))
         [seeded] = await seed_pool(bus, store, [SEED])
         killed: set[str] = set()
+        ending = asyncio.Event()
 
         def killer(victim: str):
             async def on_trigger(msg):
@@ -90,7 +91,8 @@ async def test_sigkill_of_each_service_mid_round_loses_nothing_and_admits_once(f
                     await asyncio.sleep(0.5)  # let the victim take the message and start on it
                 procs[victim].send_signal(signal.SIGKILL)
                 procs[victim].wait()
-                procs[victim] = _spawn(victim, env, logs)
+                if not ending.is_set():  # a restart after the test ended would outlive it
+                    procs[victim] = _spawn(victim, env, logs)
             return on_trigger
 
         subs = [await bus.nc.subscribe(subject, cb=killer(victim)) for victim, subject in TRIGGER.items()]
@@ -108,6 +110,7 @@ async def test_sigkill_of_each_service_mid_round_loses_nothing_and_admits_once(f
             await wait_for(bus, subjects.POOL_EVENT, PoolEvent, lambda m: any(e.env_id == admitted.env_id for e in m))
             await idle(bus, PoolService)
         finally:
+            ending.set()
             for sub in subs:
                 await sub.unsubscribe()
             for p in procs.values():

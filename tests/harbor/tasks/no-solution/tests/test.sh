@@ -1,7 +1,7 @@
 #!/bin/bash
 # AES managed verifier: runs every /tests/test_*.py with pytest, offline, as the unprivileged
-# uid 65534 with the tests' group 65533, runs every program the tests start as uid 65534 without
-# that group (it cannot read /tests), and writes reward = passed / collected to
+# uid 65533 with the tests' group 65533, runs every program the tests start as uid 65534 without
+# that group (it cannot read /tests or reach pytest), and writes reward = passed / collected to
 # /logs/verifier/reward.txt (0 if nothing ran). Needs python3, pytest and setpriv in the image;
 # copy this file unchanged to tests/test.sh. Why each step: README.md beside the template
 # (aes_lib.sandbox.VERIFIER_TEMPLATE) and docs/SECURITY.md.
@@ -19,12 +19,21 @@ from importlib.machinery import PathFinder
 os.set_inheritable(3, False)
 libc = ctypes.CDLL(None, use_errno=True)
 libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
+AGENT = 65534
+if os.getuid() != 0:
+    # Files are shared with the agent's programs (the tests hand them folders and read what they
+    # wrote), so this process touches files as the agent's uid; as a process (signals, ptrace,
+    # /proc) it is uid 65533, which they cannot reach. Per thread: set before any thread starts.
+    for call in (libc.setfsgid, libc.setfsuid):
+        call(AGENT)
+        if call(AGENT) != AGENT:
+            raise OSError("cannot take the agent's file identity")
 TRUSTED = tuple(os.path.realpath(p) for p in [*sys.path, "/tests"] if p)
 STDLIB = tuple(os.path.realpath(sysconfig.get_paths()[k]) + "/" for k in ("stdlib", "platstdlib"))
 SITE = tuple(os.path.realpath(p) + "/" for p in site.getsitepackages())
-# The agent's programs run as this uid too (the tests hand them their temporary folders): they
-# may signal this process, so it ignores every signal it can; SIGKILL or SIGSTOP only end it,
-# and a test that did not report a pass is a failure (the count below).
+# The agent's programs run as another uid and cannot signal this process; it ignores every signal
+# it can all the same (under AES_TESTS_AS_ROOT nothing of theirs runs), and a test that did not
+# report a pass is a failure (the count below).
 IGNORED = [s for s in signal.valid_signals() if s not in (signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD)]
 for s in IGNORED:
     try:
@@ -34,15 +43,17 @@ for s in IGNORED:
 
 
 def as_agent():
-    """In each child, before it runs anything: default signals, without the tests' group,
-    capabilities or a way to gain privileges (no setuid, no file capabilities), so it cannot
-    read /tests."""
+    """In each child, before it runs anything: default signals, the agent's uid without the
+    tests' group, capabilities or a way to gain privileges (no setuid, no file capabilities), so
+    it cannot read /tests nor signal, trace or read the tests' process."""
     for s in IGNORED:
         try:
             signal.signal(s, signal.SIG_DFL)
         except (OSError, ValueError):
             pass
     os.setgroups([])
+    os.setresgid(AGENT, AGENT, AGENT)
+    os.setresuid(AGENT, AGENT, AGENT)
     for option in ((47, 4), (38, 1)):  # PR_CAP_AMBIENT_CLEAR_ALL, PR_SET_NO_NEW_PRIVS
         if libc.prctl(*option, 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "prctl")
@@ -114,6 +125,22 @@ def audit(event, args):  # spec_from_file_location, runpy, exec(compile(...)) of
                               "judge the agent's text as data, or run it in a subprocess")
 
 
+def disarm_yaml():
+    """PyYAML's python/* tags (its Loader, UnsafeLoader, unsafe_load) call any function with the
+    document's arguments, and no audit event says so: once collection ends, they are refused."""
+    try:
+        import yaml.constructor as c
+    except ImportError:
+        return
+
+    def refuse(self, name, mark, *rest, **kw):
+        raise c.ConstructorError(None, None, f"python/* YAML tag ({name}) refused in the tests' process (the "
+                                 "agent's text would call functions): load the agent's YAML with yaml.safe_load", mark)
+    for cls in (c.FullConstructor, c.UnsafeConstructor):
+        cls.find_python_name = cls.find_python_module = refuse
+        cls.make_python_instance = lambda self, suffix, node, *rest, **kw: refuse(self, suffix, node.start_mark)
+
+
 sys.meta_path.insert(0, Barrier)
 sys.addaudithook(audit)
 import pytest
@@ -138,6 +165,7 @@ class Count:
     def pytest_collection_finish(self, session):
         global collected
         tell(f"collected {len(session.items)}")
+        disarm_yaml()
         collected = True
 
     def pytest_runtest_logreport(self, report):
@@ -152,10 +180,10 @@ class Count:
 
 sys.exit(pytest.main(sys.argv[1:], plugins=[Count()]))
 PY
-# The tests run as uid 65534 with the tests' group and only CAP_SETGID (to drop that group in
-# their children), with a fresh HOME: the agent's code they run cannot read /tests, write or read
-# $out, signal this shell or talk the count out of the tests' process (it ignores signals, and
-# a test not reported passed is failed), and is killed before the reward is written.
+# The tests run as uid 65533 (files as 65534) with the tests' group and only CAP_SETGID and
+# CAP_SETUID (to run their children as uid 65534 without that group), with a fresh HOME: the
+# agent's code they run cannot read /tests, write or read $out, signal, trace or read this shell
+# or the tests' process, or talk the count out of it, and is killed before the reward is written.
 # AES_TESTS_AS_ROOT=1 ([verifier.env]) is for tests that need root and run none of the agent's
 # code (e.g. `python3 -I` on a file they check is unchanged); the tamper probes check that.
 # git as nobody: no hook or fsmonitor of a repository the agent wrote, and a repository of any
@@ -163,14 +191,17 @@ PY
 export GIT_CONFIG_COUNT=3 GIT_CONFIG_KEY_0=core.hooksPath GIT_CONFIG_VALUE_0=/dev/null \
     GIT_CONFIG_KEY_1=core.fsmonitor GIT_CONFIG_VALUE_1=false GIT_CONFIG_KEY_2=safe.directory GIT_CONFIG_VALUE_2='*'
 home=$(mktemp -d) && chown 65534:65534 "$home"
-as_tests() { setpriv --reuid=65534 --regid=65534 --groups=65533 --inh-caps=-all,+setgid --ambient-caps=-all,+setgid \
-    --bounding-set=-all,+setgid "$@"; }
-as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all --bounding-set=-all "$@"; }
+# pytest's temporary folders below one of the file identity's (its default checks the owner by uid)
+scratch=$(mktemp -d) && chown 65534:65534 "$scratch"
+as_tests() { setpriv --reuid=65533 --regid=65533 --groups=65533 --inh-caps=-all,+setgid,+setuid \
+    --ambient-caps=-all,+setgid,+setuid --bounding-set=-all,+setgid,+setuid "$@"; }
+as_uid() { setpriv --reuid="$1" --regid="$1" --clear-groups --inh-caps=-all --bounding-set=-all "${@:2}"; }
 tester=as_tests
 [ "${AES_TESTS_AS_ROOT:-0}" = 1 ] && tester=env
-counts=$(HOME=$home $tester python3 -I -c "$runner" /tests -q -rA -p no:cacheprovider --confcutdir=/tests 3>&1 1>&2)
+counts=$(HOME=$home $tester python3 -I -c "$runner" /tests -q -rA -p no:cacheprovider --confcutdir=/tests \
+    --basetemp="$scratch/pytest" 3>&1 1>&2)
 status=$?
-[ $tester = as_tests ] && for _ in 1 2 3; do as_nobody sh -c 'kill -9 -1' 2>/dev/null; done
+[ $tester = as_tests ] && for uid in 65534 65533 65534; do as_uid $uid sh -c 'kill -9 -1' 2>/dev/null; done
 python3 -I - "$counts" "$status" <<'PY'
 import os, sys
 
