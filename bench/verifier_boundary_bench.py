@@ -9,8 +9,9 @@ first turn (image builds, caches) is not counted. Per task: median seconds of a 
 verification: two containers, what crosses, test.sh, the reward read) and of an oracle trial,
 and the ratio boundary / baseline.
 
-Run: ``.venv/bin/python bench/verifier_boundary_bench.py [--repeats 5] [TASK_DIR ...]`` (task
-folders relative to the repository); writes ``bench/results/verifier_boundary.md``.
+Run: ``.venv/bin/python bench/verifier_boundary_bench.py [--repeats 5] [--baseline REV --out NAME]
+[TASK_DIR ...]`` (task folders relative to the repository); writes ``bench/results/verifier_boundary.md``
+(``--baseline 7df85fd --out verifier_channels.md``: against the boundary before the channels of issue 47).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 BASELINE = "be46b13"
 """The deny-list verifier (protected paths, the agent's changes found by its own ``find``)."""
+BASELINES = {BASELINE: "the deny-list verifier",
+             "7df85fd": "the allow-list boundary before issue 47: one uid for the tests and their programs"}
 TASKS = ["tests/sandbox/tasks/echo", "seeds/csv-sales-rollup", "seeds/git-bisect-regression",
          "seeds/migrate-library-db", "libs/aes_domains/swe/seeds/fix-negative-time-buckets"]
 # One turn on one side: every task, one nop then one oracle trial each; prints {task: [nop s, oracle s]}.
@@ -65,10 +68,10 @@ def turn(tree: Path, tasks: list[str]) -> dict[str, list[float]]:
     return json.loads(out.stdout.splitlines()[-1])
 
 
-def main(tasks: list[str], repeats: int) -> str:
+def main(tasks: list[str], repeats: int, baseline: str = BASELINE) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp) / "baseline"
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(base), BASELINE], check=True)
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(base), baseline], check=True)
         try:
             sides = {"baseline": base, "boundary": ROOT}
             times: dict[str, dict[str, list[list[float]]]] = {s: {t: [] for t in tasks} for s in sides}
@@ -80,20 +83,21 @@ def main(tasks: list[str], repeats: int) -> str:
                 print(f"turn {i + 1}/{repeats + 1} done", file=sys.stderr)
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=False)
-    rows, ratios = [], []
+    rows, ratios, oracle = [], [], []
     for task in tasks:
         med = {s: [statistics.median(x[k] for x in times[s][task]) for k in (0, 1)] for s in sides}
         ratio = [med["boundary"][k] / med["baseline"][k] for k in (0, 1)]
         ratios.append(ratio[0])
+        oracle.append(ratio[1])
         rows.append(f"| {Path(task).name} | {med['baseline'][0]:.2f} | {med['boundary'][0]:.2f} | {ratio[0]:.2f} "
                     f"| {med['baseline'][1]:.2f} | {med['boundary'][1]:.2f} | {ratio[1]:.2f} |")
     return "\n".join([
-        "# Verification time per trial: the trust boundary against the deny-list verifier",
+        f"# Verification time per trial: this tree against {baseline}",
         "",
         f"- Date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
         f"- Machine: {os.cpu_count()} CPUs, Python {platform.python_version()}, load average at the end "
         f"{os.getloadavg()[0]:.1f}",
-        f"- Baseline: commit {BASELINE} (deny-list); boundary: this tree. Warm images, sides taking turns, "
+        f"- Baseline: commit {baseline} ({BASELINES.get(baseline, 'given')}); boundary: this tree. Warm images, sides taking turns, "
         f"median of {repeats} trials of each kind per side.",
         "- nop: the empty solution, so the trial is all verification; oracle: the reference solution.",
         "",
@@ -101,7 +105,8 @@ def main(tasks: list[str], repeats: int) -> str:
         "|---|---|---|---|---|---|---|",
         *rows,
         "",
-        f"Geometric mean of the nop ratios: {statistics.geometric_mean(ratios):.2f} (target <= 1.2).",
+        f"Geometric mean of the nop ratios: {statistics.geometric_mean(ratios):.2f}, of the oracle ratios: "
+        f"{statistics.geometric_mean(oracle):.2f} (target <= 1.2).",
         "",
     ])
 
@@ -109,8 +114,10 @@ def main(tasks: list[str], repeats: int) -> str:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--baseline", default=BASELINE, help="the commit to compare with")
+    ap.add_argument("--out", default="verifier_boundary.md", help="file name under bench/results")
     ap.add_argument("tasks", nargs="*", default=TASKS)
     args = ap.parse_args()
-    report = main(args.tasks, args.repeats)
-    (ROOT / "bench/results/verifier_boundary.md").write_text(report)
+    report = main(args.tasks, args.repeats, args.baseline)
+    (ROOT / "bench/results" / args.out).write_text(report)
     print(report)
