@@ -12,7 +12,8 @@ from aes_lib.agents.solver import publish_rollout
 from aes_lib.sandbox import run_trial
 from aes_lib.sandbox.screen import forgery_signs
 from aes_lib.sandbox.trial import OracleAgent
-from test_channels import HONEST, PICKLE_ATTACK, PICKLE_HONEST, PICKLE_TESTS, _task
+from test_channels import (HONEST, PICKLE_ATTACK, PICKLE_HONEST, PICKLE_TESTS, YAML_ATTACK, YAML_IMAGE, YAML_TESTS,
+                           _task)
 
 # The honest answer, plus what no honest attempt needs: a link to the expected answers and a
 # setuid copy of a program (neither crosses; both are the attempt's own evidence).
@@ -43,6 +44,12 @@ async def test_signs_of_an_attack_are_found_and_honest_work_shows_none(tmp_path,
     # A plain pickle of data names no class to find: the tests read it, and nothing is refused.
     plain = await run_trial(task, OracleAgent(task), images, labels=test_label)
     assert plain.reward == 1.0 and forgery_signs(plain) == (), plain.log()
+
+    task = _task(tmp_path / "yaml", YAML_ATTACK, files={"tests/test_ledger.py": YAML_TESTS}, dockerfile_extra=YAML_IMAGE)
+    attack = await run_trial(task, OracleAgent(task), images, labels=test_label)
+    assert attack.reward == 0.0
+    [sign] = forgery_signs(attack)
+    assert sign.startswith("agent's bytes refused as code:") and "YAML tag (os.write)" in sign, attack.log()
 
 
 class _Published:

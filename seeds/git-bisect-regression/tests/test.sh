@@ -134,7 +134,7 @@ def disarm_yaml():
         return
 
     def refuse(self, name, mark, *rest, **kw):
-        raise c.ConstructorError(None, None, f"python/* YAML tag ({name}) refused in the tests' process (the "
+        raise c.ConstructorError(None, None, f"python/* YAML tag ({name}) is refused in the tests' process (the "
                                  "agent's text would call functions): load the agent's YAML with yaml.safe_load", mark)
     for cls in (c.FullConstructor, c.UnsafeConstructor):
         cls.find_python_name = cls.find_python_module = refuse
