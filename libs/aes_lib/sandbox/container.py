@@ -63,21 +63,31 @@ hit() {
   return 1
 }
 sweep() {
-  new=0
+  new=0 found=0
   for d in /proc/[0-9]*; do
     p=${d#/proc/}
     [ "$p" -gt 1 ] && [ "$p" != "$me" ] && read -r s 2>/dev/null <"$d/stat" || continue
     set -- ${s##*) }
     [ "$1" != Z ] && hit "$p" "$4" || continue
     [ "$1" = T ] || new=1
+    found=1
     kill -"$sig" "$p" 2>/dev/null
   done
 }
-sig=STOP n=0
-while [ $n -lt 50 ]; do sweep; [ $new = 1 ] || break; n=$((n + 1)); done
-sig=KILL; sweep; true
+# Rounds until a KILL pass finds nothing: on a loaded machine a fork bomb can outrun 50 STOP
+# passes, and a child forked while SIGKILL goes round would outlive a single round.
+r=0
+while [ $r -lt 20 ]; do
+  sig=STOP n=0
+  while [ $n -lt 50 ]; do sweep; [ $new = 1 ] || break; n=$((n + 1)); done
+  sig=KILL; sweep
+  [ $found = 1 ] || break
+  r=$((r + 1))
+done
+true
 """
 KILL_ALL = _SWEEP
+SWEEP_TRIES = 5
 """Shell code that, at the start of a root script given no arguments, does ``kill_all`` but
 spares the script's own shell (saves an exec)."""
 
@@ -632,7 +642,12 @@ class Sandbox:
         raise SandboxError("a timed-out command's output did not end after its processes were killed")
 
     async def _sweep(self, mark: str, user: str) -> None:
-        await _call(self.container.exec_run, ["sh", "-c", _SWEEP, "sh", mark], user=user)
+        for _ in range(SWEEP_TRIES):  # at the pid limit the sweep's own shell may find no pid to start in
+            r = await _call(self.container.exec_run, ["sh", "-c", _SWEEP, "sh", mark], user=user)
+            if r.exit_code == 0:
+                return
+            await asyncio.sleep(0.2)
+        raise SandboxError(f"could not sweep the container's processes: {r.output[-300:]!r}")
 
     async def stop(self) -> None:
         """Kill every process in the container through the engine (no process of ours runs in
