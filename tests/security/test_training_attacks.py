@@ -9,7 +9,6 @@ red team's task, scored by its verifier; the solver's model is the replay server
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from pathlib import Path
 
@@ -28,7 +27,7 @@ from aes_proto.messages import RolloutRequest, TrajectoryRef
 from test_channels import CASES, _task
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "flywheel"))
-from flywheel_helpers import idle, running, training_rollouts  # noqa: E402
+from flywheel_helpers import idle, running, training_rollouts, wait_for  # noqa: E402
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(600)]
 
@@ -51,8 +50,7 @@ async def test_an_attack_in_a_training_rollout_earns_nothing(case, fresh_nats, b
         rollouts = training_rollouts(runner)
         async with running(fresh_nats, rollouts):
             await bus.publish(subjects.ROLLOUT_REQUEST, req)
-            while not (refs := await bus.history(subjects.trajectory("solver"), TrajectoryRef, timeout=0.2)):
-                await asyncio.sleep(0.2)
+            refs = await wait_for(bus, subjects.trajectory("solver"), TrajectoryRef, bool)
             await idle(bus, rollouts)
     [ref] = refs
     assert ref.finished and ref.reward == 0.0, ref

@@ -87,9 +87,10 @@ done
 true
 """
 KILL_ALL = _SWEEP
-SWEEP_TRIES = 5
 """Shell code that, at the start of a root script given no arguments, does ``kill_all`` but
 spares the script's own shell (saves an exec)."""
+SWEEP_TRIES = 5
+"""Times a sweep's exec is tried: at the pid limit its own shell may find no pid to start in."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -642,7 +643,7 @@ class Sandbox:
         raise SandboxError("a timed-out command's output did not end after its processes were killed")
 
     async def _sweep(self, mark: str, user: str) -> None:
-        for _ in range(SWEEP_TRIES):  # at the pid limit the sweep's own shell may find no pid to start in
+        for _ in range(SWEEP_TRIES):
             r = await _call(self.container.exec_run, ["sh", "-c", _SWEEP, "sh", mark], user=user)
             if r.exit_code == 0:
                 return

@@ -47,38 +47,39 @@ def npy(code, control=False):
 
 
 def torch_zip(original, code, control=False):
-    """``original`` (a torch zip checkpoint) with its ``data.pkl`` replaced; None when it has none."""
+    """``original`` (a torch zip checkpoint) with its ``data.pkl`` replaced."""
     out = io.BytesIO()
-    with zipfile.ZipFile(io.BytesIO(original)) as src:
-        names = src.namelist()
-        if not any(n.endswith("/data.pkl") for n in names):
-            return None
-        with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as dst:
-            for name in names:
-                dst.writestr(name, pickled(code, control) if name.endswith("/data.pkl") else src.read(name))
+    with zipfile.ZipFile(io.BytesIO(original)) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as dst:
+        for name in src.namelist():
+            dst.writestr(name, pickled(code, control) if name.endswith("/data.pkl") else src.read(name))
     return out.getvalue()
 
 
-def carrier(path, code, control=False):
-    """What to write over the file at ``path`` so that loading it runs ``code``, with the kind of
-    carrier: ``(kind, bytes)``; None when its format carries no code (or it cannot be read)."""
+def _is_torch_zip(original):
+    try:
+        with zipfile.ZipFile(io.BytesIO(original)) as z:
+            return any(n.endswith("/data.pkl") for n in z.namelist())
+    except (zipfile.BadZipFile, ValueError):
+        return False
+
+
+def carrier(path):
+    """How loading the file at ``path`` can be made to run code: ``(kind, make)``, where
+    ``make(code, control)`` gives the bytes to write over it; None when its format carries no code
+    (or it cannot be read). The file is read once."""
     try:
         with open(path, "rb") as f:
             head = f.read(8)
+            torch = head.startswith(ZIP_MAGIC) and path.endswith((".pt", ".pth", ".ckpt"))
+            original = head + f.read() if torch else b""
     except OSError:
         return None
     if head[:1] == b"\x80" and len(head) > 2:
-        return "pickle payload", pickled(code, control)
+        return "pickle payload", pickled
     if path.endswith((".yaml", ".yml")):
-        return "YAML tag payload", yaml_doc(code, control)
+        return "YAML tag payload", yaml_doc
     if head.startswith(NPY_MAGIC) or path.endswith(".npy"):
-        return "NumPy object-array payload", npy(code, control)
-    if head.startswith(ZIP_MAGIC) and path.endswith((".pt", ".pth", ".ckpt")):
-        try:
-            with open(path, "rb") as f:
-                replaced = torch_zip(f.read(), code, control)
-        except (zipfile.BadZipFile, OSError, ValueError):
-            replaced = None
-        if replaced is not None:
-            return "torch checkpoint payload", replaced
+        return "NumPy object-array payload", npy
+    if torch and _is_torch_zip(original):
+        return "torch checkpoint payload", lambda code, control=False: torch_zip(original, code, control)
     return None

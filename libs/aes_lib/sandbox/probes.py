@@ -191,8 +191,9 @@ def is_makefile(path):
 
 def make_hook(kind, path):
     """A line that runs the shell hook whenever make reads the file (its own script beside it)."""
-    script = os.path.join(os.path.dirname(path), f".aes-probe-make-{n + 1}.sh")
-    put(script, hook(kind, path, False), 0o755)
+    text = hook(kind, path, False)
+    script = os.path.join(os.path.dirname(path), f".aes-probe-make-{n}.sh")
+    put(script, text, 0o755)
     return f"_aes_probe_{n} := $(shell sh {script} >&2)\n"
 
 def test_file(path):
@@ -223,12 +224,12 @@ for path in written:
         put(path, make_hook("reference file (make hook)", path))
     elif is_script(path):
         put(path, "#!/bin/sh\n" + hook("reference file (shell hook)", path, False), 0o755)
-    elif (found := carrier(path, "")) is not None:  # a format whose loading can run code
+    elif (found := carrier(path)) is not None:  # a format whose loading can run code
+        kind, make = found
         try:
-            _, data = carrier(path, hook(found[0], path, True), control)
             with open(path, "wb") as f:
-                f.write(data)
-        except (OSError, TypeError):
+                f.write(make(hook(kind, path, True), control))
+        except OSError:
             pass
     elif control:
         put(path, "")
