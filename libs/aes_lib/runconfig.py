@@ -26,6 +26,7 @@ from aes_lib.flywheel.config import FlywheelConfig
 from aes_lib.flywheel.experiment import ExperimentConfig
 from aes_lib.flywheel.training import TrainingConfig
 from aes_lib.learner.config import LearnerConfig
+from aes_lib.review.audit import AuditSettings
 from aes_lib.review.reviewer import ReviewSettings
 from aes_lib.sandbox.strength import StrengthSettings
 from aes_lib.tracking.config import MetricsConfig
@@ -35,6 +36,7 @@ REGISTRY: tuple[tuple[str, type], ...] = (
     ("Flywheel rounds", FlywheelConfig),
     ("Proposer", ProposerConfig),
     ("Review gate", ReviewSettings),
+    ("Broken-or-hard audit", AuditSettings),
     ("Verifier-strength gate", StrengthSettings),
     ("Training waves", TrainingConfig),
     ("Learner", LearnerConfig),

@@ -5,8 +5,10 @@ either really solves the task (writes and runs the reference solution) or gives
 up at once, so the rewards come from the task's real verifier.
 """
 
+import json
 from pathlib import Path
 
+import msgspec
 import pytest
 from replay_server import ReplayServer
 
@@ -36,8 +38,8 @@ SOLVE = [
 GIVE_UP = ["TASK_DONE"]
 
 
-def _candidate(bus, revision=0, mode="agent"):
-    packed = pack(SEED)
+def _candidate(bus, revision=0, mode="agent", task=SEED):
+    packed = pack(task)
     ref = bus.blobs.put_bytes(f"bundles/sha256/{packed.sha256}.tar.gz", packed.data)
     return CandidateEnv(
         idempotency_key=f"a1:rev{revision}:candidate", episode_id="a1", env_id=packed.sha256, bundle=ref,
@@ -149,3 +151,72 @@ async def test_an_imported_task_without_a_reference_no_attempt_passes_stays_out(
     assert len(srv.requests) == 4  # no diagnostic: there is no reference solution to hint with
     assert (await PoolStore(await bus.kv(BUCKET)).index()).active == ()
     assert (await bus.js.stream_info(stream_for(subjects.ASSIGNMENT))).state.messages == 0
+
+
+AUDITOR = "auditor"
+
+
+def _broken(tmp_path):
+    """The seed with a defect validation cannot see: its tests and reference agree on an output path
+    the instruction never names, so an attempt that does exactly what the instruction says scores 0."""
+    import shutil
+
+    task = tmp_path / "broken" / SEED.name
+    shutil.copytree(SEED, task)
+    for rel in ("tests/test_rollup.py", "solution/solve.sh"):
+        path = task / rel
+        path.write_text(path.read_text().replace("/app/out/monthly_region.csv", "/app/out/monthly.csv"))
+    return task
+
+
+def _audited(monkeypatch, url):
+    monkeypatch.setenv("AES_AUDIT_ENABLED", "1")
+    monkeypatch.setenv("AES_AUDIT_MODEL_URL", url)
+    monkeypatch.setenv("AES_AUDIT_MODEL", AUDITOR)
+
+
+async def test_a_broken_task_below_the_band_is_audited_a_defect_and_sent_back_for_repair(fresh_nats, bus, tmp_path, monkeypatch):
+    reason = "tests/test_rollup.py reads /app/out/monthly.csv; the instruction asks for /app/out/monthly_region.csv"
+    # The solver does what the instruction says (the seed's own reference) every time, hints or not.
+    with ReplayServer(SOLVE * 5) as solver, ReplayServer([json.dumps({"label": "defect", "reason": reason})], model=AUDITOR) as auditor:
+        _audited(monkeypatch, auditor.url)
+        async with running(fresh_nats, CalibratorService(_runner(solver.url, bus, tmp_path), FlywheelConfig())):
+            c = _candidate(bus, task=_broken(tmp_path))
+            await bus.publish(subjects.stage("calibrate"), c)
+            [result] = await wait_for(bus, subjects.RESULT_CALIBRATION, CalibrationResult, lambda m: m)
+            [revision] = await drain_workqueue(bus, subjects.ASSIGNMENT, Assignment, 1)
+    assert not solver.errors and not auditor.errors
+    assert (result.decision, result.rewards, result.resubmitted) == ("too_hard", (0.0,) * 4, True)
+    [audit] = [v for v in result.verdicts if v.stage == "audit"]
+    assert (audit.ok, audit.reason) == (False, "defect") and reason in audit.detail and AUDITOR in audit.detail
+    assert result.proposer_reward == 0.0  # a broken task earns what one failing validation earns
+    assert revision.direction == "revise" and "broken, not hard: " + reason in revision.feedback
+    # The auditor read the task's files and the real failed attempts (their commands, the tests' output).
+    [asked] = auditor.requests
+    prompt = asked["messages"][-1]["content"]
+    assert "=== instruction.md ===" in prompt and "/app/out/monthly.csv" in prompt
+    assert "$ bash /tmp/solve.sh" in prompt and "monthly.csv was not written" in prompt
+    assert "reference solution as hints scored 0.00" in prompt
+
+
+async def test_a_hard_task_is_audited_hard_asks_for_an_easier_variant_and_a_redelivery_asks_nothing_again(
+        fresh_nats, bus, tmp_path, monkeypatch):
+    reason = "the instruction names every rule the tests check; the attempts stopped before any work"
+    with ReplayServer(GIVE_UP * 4 + SOLVE) as solver, ReplayServer([json.dumps({"label": "hard", "reason": reason})], model=AUDITOR) as auditor:
+        _audited(monkeypatch, auditor.url)
+        async with running(fresh_nats, CalibratorService(_runner(solver.url, bus, tmp_path), FlywheelConfig())):
+            c = _candidate(bus)
+            await bus.publish(subjects.stage("calibrate"), c)
+            await wait_for(bus, subjects.RESULT_CALIBRATION, CalibrationResult, lambda m: m)
+            # Delivered again (as after a crash before the ack): rollouts and audit come from KV.
+            await bus.publish(subjects.stage("calibrate"), msgspec.structs.replace(c, idempotency_key=c.idempotency_key + ":again"))
+            first, again = await wait_for(bus, subjects.RESULT_CALIBRATION, CalibrationResult, lambda m: len(m) == 2)
+            await drain_workqueue(bus, subjects.ASSIGNMENT, Assignment, 1)
+    assert not solver.errors and not auditor.errors
+    assert len(auditor.requests) == 1 and len(solver.requests) == len(GIVE_UP * 4 + SOLVE)  # the second delivery reused both
+    for result in (first, again):
+        [audit] = [v for v in result.verdicts if v.stage == "audit"]
+        assert (result.decision, audit.ok, audit.reason) == ("too_hard", True, "hard")
+        assert 0 < result.proposer_reward < 1
+    assert "An audit labelled it hard: " + reason in first.verdicts[-1].detail
+    assert "Make the task easier" in first.verdicts[-1].detail

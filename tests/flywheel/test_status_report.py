@@ -39,6 +39,13 @@ def test_outcome_labels_name_the_failing_gate():
         "validate:build_failed", "admitted"]
 
 
+def test_an_audited_too_hard_candidate_is_counted_by_its_label():
+    audited = [_r(f"a{i}", "too_hard", (OK, Verdict(stage="audit", ok=label == "hard", reason=label)), mean=0.0)
+               for i, label in enumerate(("defect", "hard", "defect"))]
+    assert summarize(audited + [_r("n", "too_hard", mean=0.0)], [], []).outcomes == {
+        "calibrate:too_hard:defect": 2, "calibrate:too_hard:hard": 1, "calibrate:too_hard": 1}
+
+
 def test_imported_tasks_without_a_reference_are_labelled_in_the_status():
     import msgspec
 

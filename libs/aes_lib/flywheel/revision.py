@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from aes_proto.messages import Assignment, CandidateEnv, Direction, Lineage, Verdict
+from aes_proto.messages import Assignment, BlobRef, CandidateEnv, Direction, Lineage, Verdict
 
 from aes_lib.flywheel.calibration import Decision
 from aes_lib.text import truncate
@@ -33,6 +33,27 @@ class RolloutEvidence:
     reward: float
     failure: str = ""
     """Short failure signature (first failing test, timeout, error); empty on success."""
+    trajectory: BlobRef | None = None
+    """The stored attempt, for an audit that reads it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class AuditNote:
+    """What an audit of a candidate below the band said (``aes_lib.review.audit``)."""
+
+    label: str
+    """``hard`` or ``defect``."""
+    reason: str
+    acts: bool
+    """The label changed the revision (an enforced ``defect``); False: recorded only."""
+
+
+def audited(decision: Decision, defect: bool) -> Decision:
+    """A too-hard decision after an enforced audit: a defect goes back as a repair
+    (direction ``revise``) and earns its proposer 0, as a broken task does."""
+    if decision.outcome != "too_hard" or not defect:
+        return decision
+    return dataclasses.replace(decision, direction="revise", proposer_reward=0.0)
 
 
 def feedback_text(
@@ -40,6 +61,7 @@ def feedback_text(
     rollouts: Sequence[RolloutEvidence],
     diagnostic: RolloutEvidence | None,
     band: tuple[float, float],
+    audit: AuditNote | None = None,
 ) -> str:
     """The evidence a revision starts from, as plain text for the proposer's prompt."""
     lo, hi = band
@@ -49,7 +71,10 @@ def feedback_text(
         f"(std {decision.std:.2f}) over {len(rollouts)} attempts [{rewards}]; "
         f"admission needs a mean in [{lo:.2f}, {hi:.2f}] and std >= the minimum.",
     ]
-    if decision.outcome == "too_hard":
+    if audit is not None and audit.label == "defect" and audit.acts:
+        lines.append(f"An audit found the task broken, not hard: {audit.reason} "
+                     "Repair what it names and keep the task's aim; do not just make it easier.")
+    elif decision.outcome == "too_hard":
         lines.append("Make the task easier: fewer steps or a clearer instruction, keeping it verifiable.")
     elif decision.outcome == "too_easy":
         lines.append("Make the task harder: a longer horizon or an extra requirement the tests check.")
@@ -57,6 +82,8 @@ def feedback_text(
         lines.append("The task has no reference solution and no attempt passed: nothing shows it can be solved.")
     else:
         lines.append("Attempts all scored alike: add tests that separate partial from full solutions.")
+    if audit is not None and not audit.acts:
+        lines.append(f"An audit labelled it {audit.label}: {audit.reason}")
     failures = sorted({r.failure for r in rollouts if r.failure})
     if failures:
         lines.append("Failures seen: " + "; ".join(failures[:5]))

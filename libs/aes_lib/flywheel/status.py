@@ -25,12 +25,13 @@ Z95 = 1.959964
 
 def outcome_label(r: CalibrationResult) -> str:
     """``admitted`` (``admitted:no_reference`` for a task without a reference solution),
-    ``calibrate:<too_hard|too_easy|no_spread|unverified_too_hard>``, or ``<stage>:<reason>`` of
-    the rejecting gate."""
+    ``calibrate:<too_hard|too_easy|no_spread|unverified_too_hard>`` (a too-hard one that was audited:
+    ``calibrate:too_hard:<hard|defect|audit_error>``), or ``<stage>:<reason>`` of the rejecting gate."""
     if r.decision == "admitted":
         return "admitted:no_reference" if r.no_reference else "admitted"
     if r.decision != "rejected":
-        return f"calibrate:{r.decision}"
+        audit = [v.reason for v in r.verdicts if v.stage == "audit"]
+        return f"calibrate:{r.decision}" + (f":{audit[-1]}" if audit else "")
     failed = [v for v in r.verdicts if not v.ok]
     v = failed[-1] if failed else (r.verdicts[-1] if r.verdicts else None)
     return f"{v.stage}:{v.reason}" if v else "rejected:unknown"

@@ -1,4 +1,5 @@
-"""Task review gate library: rubric, prompt, answer schema, lenient parser, reviewer."""
+"""Task review gate library: rubric, prompt, answer schema, lenient parser, reviewer; the
+broken-or-hard audit of a task the solver failed (``aes_lib.review.audit``)."""
 
 from aes_lib.review.parser import ReviewParseError, parse_review
 from aes_lib.review.reviewer import Review, ReviewSettings, ReviewSettingsError, review_task

@@ -29,9 +29,9 @@ ReviewAnswer = msgspec.defstruct(
 """``{"<criterion>": {"outcome": ..., "reason": ...}, ...}`` for every criterion."""
 
 
-def answer_schema() -> dict[str, Any]:
-    """JSON Schema of :data:`ReviewAnswer`, inlined (no ``$ref``) for response_format."""
-    schema = msgspec.json.schema(ReviewAnswer)
+def inlined_schema(tp: Any) -> dict[str, Any]:
+    """JSON Schema of a msgspec type, inlined (no ``$ref``) for endpoints without $ref support."""
+    schema = msgspec.json.schema(tp)
     defs = schema.pop("$defs", {})
 
     def inline(node: Any) -> Any:
@@ -44,3 +44,8 @@ def answer_schema() -> dict[str, Any]:
         return node
 
     return inline(schema)
+
+
+def answer_schema() -> dict[str, Any]:
+    """JSON Schema of :data:`ReviewAnswer`, inlined for response_format."""
+    return inlined_schema(ReviewAnswer)

@@ -8,11 +8,13 @@ implements it with the real solver in a Docker sandbox.
 from __future__ import annotations
 
 import re
+from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
 from aes_proto.messages import BlobRef
 from aes_proto.records import RolloutOutcome
 
+from aes_lib.bundle import Task
 from aes_lib.bus import kv as kvs
 
 _KEY_UNSAFE = re.compile(r"[^-_A-Za-z0-9]")
@@ -27,6 +29,9 @@ class RolloutRunner(Protocol):
 
     async def reference_solution(self, bundle: BlobRef) -> str:
         """The task's ``solution/solve.sh``, used as hints."""
+
+    def task(self, bundle: BlobRef) -> AbstractAsyncContextManager[Task]:
+        """The bundle's files, held while the caller uses them (the audit reads them)."""
 
 
 def kv_key(rollout_id: str) -> str:
