@@ -27,7 +27,7 @@ TRAIN_IMAGE = "autoenvscaling-train:0.1.0"
 """The image built with the ``train`` extra (torch), for ``registry.TRAIN`` and the model server."""
 PART_OF = "autoenvscaling"
 
-SANDBOX = ("validator", "strength", "reset", "calibrator", "proposer", "rollouts", "pool-review", *DOMAIN_GATES)
+SANDBOX = ("validator", "strength", "attack", "reset", "calibrator", "proposer", "rollouts", "pool-review", *DOMAIN_GATES)
 """Services that start Docker sandboxes (compose's socket-mounting services, plus pool-review,
 whose solver reruns run in sandboxes too, and every domain gate)."""
 TRAINERS = tuple(n for n in (*SHARED_LEARNERS, *SEPARATE_LEARNERS) if n.startswith("learner"))

@@ -27,6 +27,7 @@ from aes_lib.flywheel.experiment import ExperimentConfig
 from aes_lib.flywheel.training import TrainingConfig
 from aes_lib.learner.config import LearnerConfig
 from aes_lib.review.audit import AuditSettings
+from aes_lib.runners.attack import AttackSettings
 from aes_lib.review.reviewer import ReviewSettings
 from aes_lib.sandbox.strength import StrengthSettings
 from aes_lib.tracking.config import MetricsConfig
@@ -38,6 +39,7 @@ REGISTRY: tuple[tuple[str, type], ...] = (
     ("Review gate", ReviewSettings),
     ("Broken-or-hard audit", AuditSettings),
     ("Verifier-strength gate", StrengthSettings),
+    ("Attacker gate", AttackSettings),
     ("Training waves", TrainingConfig),
     ("Learner", LearnerConfig),
     *(entry for name in domain_names() for entry in domain(name).settings),  # e.g. [ask_human]

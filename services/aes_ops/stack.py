@@ -266,7 +266,7 @@ def up(settings: Settings, services: Mapping[str, str] | None = None, model: boo
 
     say = progress or (lambda line: None)
     product = services is None  # a caller's own set (a partial stack) carries its own route
-    services = stack_services(settings.engine, settings.policy_mode) if services is None else services
+    services = stack_services(settings.engine, settings.policy_mode, settings.route_stages) if services is None else services
     home = settings.home
     for d in ("nats", "logs", "blobs", "run"):
         (home / d).mkdir(parents=True, exist_ok=True)

@@ -9,6 +9,7 @@ from aes_lib.models.weights import TRAINABLE
 SERVICES: dict[str, str] = {
     "validator": "aes_services.validator:ValidatorService",
     "strength": "aes_services.strength:StrengthGateService",
+    "attack": "aes_services.attack:AttackGateService",
     "calibrator": "aes_services.calibrator:CalibratorService",
     "pool": "aes_services.pool:PoolService",
     "pool-review": "aes_services.pool:PoolReviewService",
@@ -50,16 +51,20 @@ TRAIN = ("learner", "learner-solver", "learner-proposer", "weight-sync", "metric
 the training image; every other one runs on the smaller service image (compose.yaml, deploy/k8s)."""
 
 
-def stack_services(engine: str, policy_mode: str) -> dict[str, str]:
-    """The services ``aes up`` starts for this engine and policy mode."""
+def stack_services(engine: str, policy_mode: str, route: tuple[str, ...] = ()) -> dict[str, str]:
+    """The services ``aes up`` starts for this engine, policy mode and route (``AES_ROUTE``)."""
     if policy_mode not in ("shared", "separate"):
         raise ValueError(f"AES_POLICY_MODE must be shared or separate, got {policy_mode!r}")
     skip = set(TRAINING) if engine not in TRAINABLE else (
         set(SHARED_LEARNERS) if policy_mode == "separate" else set(SEPARATE_LEARNERS))
+    skip |= {name for name in OPTIONAL_GATES if service_class(SERVICES[name]).stage not in route}
     return {name: spec for name, spec in SERVICES.items() if name not in skip}
 
 ADMISSION = ("validator", "strength", "contamination", "review", "reset", "calibrator")
-"""The built-in services that consume admission stages (``aes.candidate.<stage>``)."""
+"""The built-in services that consume the default route's admission stages (``aes.candidate.<stage>``)."""
+OPTIONAL_GATES = ("attack",)
+"""Built-in gates off the default route (each costs model episodes per candidate): the stack starts
+one only when ``AES_ROUTE`` names its stage."""
 
 
 def service_class(spec: str) -> type:
@@ -80,4 +85,4 @@ def builtin_stages() -> dict[str, bool]:
     """Stage name -> whether it decides, for the built-in admission services and domain gates."""
     from aes_lib.admission import stages_of
 
-    return stages_of(service_class(SERVICES[name]) for name in (*ADMISSION, *DOMAIN_GATES))
+    return stages_of(service_class(SERVICES[name]) for name in (*ADMISSION, *OPTIONAL_GATES, *DOMAIN_GATES))

@@ -13,7 +13,7 @@ from aes_services.registry import SERVICES, TRAIN
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "compose.yaml").read_text())
 INFRA = {"nats", "s3", "otlp", "model"}
-SANDBOXING = {"validator", "strength", "reset", "calibrator", "proposer", "rollouts"} | {s for s in SERVICES if s.startswith("domain-")}
+SANDBOXING = {"validator", "strength", "attack", "reset", "calibrator", "proposer", "rollouts"} | {s for s in SERVICES if s.startswith("domain-")}
 SOCKET = "/var/run/docker.sock:/var/run/docker.sock"
 
 

@@ -29,7 +29,7 @@ KUBERNETES_VERSION = "1.33"
 NAMESPACE = "aes"
 STATEFUL = {"learner", "learner-solver", "learner-proposer", "orchestrator", "orchestrator-solver",
             "orchestrator-proposer", "metrics"}
-SANDBOX = {"validator", "strength", "reset", "calibrator", "proposer", "rollouts", "pool-review", *DOMAIN_GATES}
+SANDBOX = {"validator", "strength", "attack", "reset", "calibrator", "proposer", "rollouts", "pool-review", *DOMAIN_GATES}
 CLUSTER_SCOPED = {"Namespace", "RuntimeClass"}
 
 SCALED_OBJECT = {

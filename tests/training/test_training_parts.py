@@ -12,7 +12,7 @@ from aes_lib.models.weights import StaticEngineError, TorchEngineClient, VLLMEng
 from aes_proto.messages import UNKNOWN_VERSION
 from aes_proto.messages import BlobRef, LearnerStats, ServingUpdate, TrainingWave, TrajectoryRef
 from aes_proto.trajectory import Trajectory, Turn
-from aes_services.registry import SERVICES, stack_services
+from aes_services.registry import OPTIONAL_GATES, SERVICES, stack_services
 from aes_services.serving import engine_urls
 
 REF = BlobRef(key="k", sha256="0" * 64, size=1)
@@ -72,7 +72,7 @@ def test_the_stack_starts_training_only_with_an_engine_that_follows_weights():
     static = stack_services("gguf", "shared")
     assert "validator" in static and not {"orchestrator", "learner", "rollouts", "weight-sync",
                                           "training-wave"} & set(static)
-    assert set(shared) | set(separate) == set(SERVICES)
+    assert set(shared) | set(separate) | set(OPTIONAL_GATES) == set(SERVICES)  # optional gates: when routed
     assert set(stack_services("vllm", "shared")) == set(shared)  # vLLM follows the learner too
     with pytest.raises(ValueError, match="AES_POLICY_MODE"):
         stack_services("torch", "both")
