@@ -342,7 +342,7 @@ class Settings:
     without one it rejects every candidate (``no_heldout_index``). ``0`` lets candidates pass
     unchecked instead; ``aes health`` and ``aes status`` warn while no index is registered.
     ``aes up`` registers the bundled Terminal-Bench index, so the embedded stack has one."""
-    route: str = "validate,strength,contamination,review,reset,calibrate"
+    route: str = "validate,strength,contamination,novelty,review,reset,calibrate"
     """Admission stages in order (comma-separated); a domain gate is one more name. Checked
     at startup: every stage needs a consumer and the last must decide (``calibrate``)."""
     io_deadline: float = 120.0

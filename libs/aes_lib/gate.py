@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import msgspec
 
 from aes_proto import subjects
-from aes_proto.messages import Assignment, CandidateEnv, GateResult, Verdict
+from aes_proto.messages import Assignment, BlobRef, CandidateEnv, GateResult, Verdict
 
 from aes_lib import faults
 from aes_lib.admission import carried_instruction, forward, reject
@@ -131,7 +131,7 @@ class Gate(Service[CandidateEnv], abc.ABC):
         out = await self.judge_message(msg, ctx)
         if out is not None:
             return (out if isinstance(out, Judgement) else Judgement(out)), msg
-        lease = await self._lease(msg, ctx)
+        lease = await self.lease(msg.env_id, msg.bundle, ctx)
         if isinstance(lease, Judgement):
             return lease, msg
         try:
@@ -145,18 +145,18 @@ class Gate(Service[CandidateEnv], abc.ABC):
         finally:
             await asyncio.to_thread(lease.release)
 
-    async def _lease(self, msg: CandidateEnv, ctx: Context) -> Lease | Judgement:
-        """The task's files from the host's unpack cache; fetched, checked and put there on a
-        miss. A judgement (``invalid_bundle``) when the bytes are not the candidate's or unsafe."""
+    async def lease(self, env_id: str, bundle: BlobRef, ctx: Context) -> Lease | Judgement:
+        """A task's files from the host's unpack cache; fetched, checked and put there on a
+        miss. A judgement (``invalid_bundle``) when the bytes are not ``env_id``'s or unsafe."""
         cache = self.unpack_cache(ctx)
         try:
-            if (lease := await asyncio.to_thread(cache.lease, msg.env_id, self.limits)) is not None:
+            if (lease := await asyncio.to_thread(cache.lease, env_id, self.limits)) is not None:
                 return lease
-            data = await faults.call(ctx.blobs.get_bytes, msg.bundle, deadline=ctx.settings.io_deadline,
-                                     what=f"{self.stage}: read bundle {msg.bundle.key}")
+            data = await faults.call(ctx.blobs.get_bytes, bundle, deadline=ctx.settings.io_deadline,
+                                     what=f"{self.stage}: read bundle {bundle.key}")
             digest = hashlib.sha256(data).hexdigest()
-            if digest != msg.env_id:
-                return self.invalid(f"env_id {msg.env_id[:12]} is not the bundle's sha256 {digest[:12]}")
+            if digest != env_id:
+                return self.invalid(f"env_id {env_id[:12]} is not the bundle's sha256 {digest[:12]}")
             return await asyncio.to_thread(cache.put, digest, data, self.limits)
         except BundleError as e:
             return self.invalid(f"{type(e).__name__}: {e}")

@@ -21,6 +21,7 @@ import tomli_w
 from aes_lib.agents.proposer.config import ProposerConfig
 from aes_lib.config import (CONFIG_VAR, SET_VAR, Settings, SettingsError, config_file, config_path,
                             set_overrides, sourced, stack_settings)
+from aes_lib.contamination.novelty import NoveltySettings
 from aes_lib.domains import get as domain, names as domain_names
 from aes_lib.flywheel.config import FlywheelConfig
 from aes_lib.flywheel.experiment import ExperimentConfig
@@ -40,6 +41,7 @@ REGISTRY: tuple[tuple[str, type], ...] = (
     ("Broken-or-hard audit", AuditSettings),
     ("Verifier-strength gate", StrengthSettings),
     ("Attacker gate", AttackSettings),
+    ("Novelty gate", NoveltySettings),
     ("Training waves", TrainingConfig),
     ("Learner", LearnerConfig),
     *(entry for name in domain_names() for entry in domain(name).settings),  # e.g. [ask_human]

@@ -11,14 +11,16 @@ from typing import TypeVar
 from aes_proto import subjects
 from aes_proto.messages import BlobRef, CalibrationResult, DeadLetter, Message, PoolEvent, RolloutSummary
 
+from aes_lib.bus import kv as kvs
 from aes_lib.bus.client import History
+from aes_lib.contamination.novelty import Signature, diversity, signature_key
 from aes_lib.bus.deadletters import DEAD_LETTERS
 from aes_lib.config import Settings
 from aes_lib.contamination import KV_BUCKET, registered
 from aes_lib.review import ReviewSettings
 from aes_services.contamination import NO_HELDOUT_INDEX, NO_INDEX_HELP
 from aes_lib.flywheel.config import FlywheelConfig
-from aes_proto.records import PoolEntry
+from aes_proto.records import NOVELTY_BUCKET, PoolEntry
 from aes_lib.runners.pool_store import BUCKET, PoolStore
 from aes_lib.flywheel.status import Status, summarize
 from aes_ops.connect import with_bus
@@ -106,7 +108,16 @@ async def snapshot(bus, config: FlywheelConfig) -> Snapshot:
     solver = [r for r in rollouts if r.role == "solver"]
     pool = await PoolStore(await bus.kv(BUCKET), config.pool_capacity).active_entries()
     status = summarize(results, events, solver, letters, skipped([*read, letters]), [g.text for g in await gaps(bus)])
+    status = dataclasses.replace(status, diversity=await pool_diversity(bus, pool))
     return Snapshot(results, events, solver, pool, status)
+
+
+async def pool_diversity(bus, pool: list[PoolEntry]) -> tuple[float, int] | None:
+    """``novelty.diversity`` of the signatures the novelty gate keeps for the active pool, and their number."""
+    kv = await bus.kv(NOVELTY_BUCKET)
+    signed = [s for e in pool if (s := await kvs.read(kv, signature_key(e.env_id), Signature)) is not None]
+    score = diversity(signed)
+    return None if score is None else (score, len(signed))
 
 
 async def read(settings: Settings | None = None) -> Snapshot:

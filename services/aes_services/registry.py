@@ -17,6 +17,7 @@ SERVICES: dict[str, str] = {
     "planner-stats": "aes_services.planner:RolloutStatsService",
     "planner": "aes_services.planner:PlannerService",
     "contamination": "aes_services.contamination:ContaminationService",
+    "novelty": "aes_services.novelty:NoveltyGateService",
     "review": "aes_services.review:ReviewService",
     "reset": "aes_services.reset_gate:ResetGateService",
     "proposer": "aes_services.proposer:ProposerService",
@@ -60,7 +61,7 @@ def stack_services(engine: str, policy_mode: str, route: tuple[str, ...] = ()) -
     skip |= {name for name in OPTIONAL_GATES if service_class(SERVICES[name]).stage not in route}
     return {name: spec for name, spec in SERVICES.items() if name not in skip}
 
-ADMISSION = ("validator", "strength", "contamination", "review", "reset", "calibrator")
+ADMISSION = ("validator", "strength", "contamination", "novelty", "review", "reset", "calibrator")
 """The built-in services that consume the default route's admission stages (``aes.candidate.<stage>``)."""
 OPTIONAL_GATES = ("attack",)
 """Built-in gates off the default route (each costs model episodes per candidate): the stack starts

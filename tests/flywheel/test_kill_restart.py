@@ -45,6 +45,7 @@ TRIGGER = {
     "validator": subjects.stage("validate"),
     "strength": subjects.stage("strength"),
     "contamination": subjects.stage("contamination"),
+    "novelty": subjects.stage("novelty"),
     "review": subjects.stage("review"),
     "reset": subjects.stage("reset"),
     "calibrator": subjects.ROLLOUT_SUMMARY,  # after its first rollout: mid-calibration

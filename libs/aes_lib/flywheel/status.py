@@ -162,10 +162,13 @@ class Status:
     domains: dict[str, DomainStats] = dataclasses.field(default_factory=dict)
     """Domain -> acceptance rate and rounds per accepted task (the paper's Table 8)."""
     ask: AskStats | None = None
+    """Ask rate and Ask-F1 of the solver's attempts with the ask_human tool; None without any."""
     no_reference: dict[str, int] = dataclasses.field(default_factory=dict)
     """Imported tasks without a reference solution, by outcome (``admitted:no_reference``,
     ``calibrate:unverified_too_hard``)."""
-    """Ask rate and Ask-F1 of the solver's attempts with the ask_human tool; None without any."""
+    diversity: tuple[float, int] | None = None
+    """One minus the mean pairwise similarity of the active pool's tasks (``contamination.novelty``),
+    and how many of them the novelty gate has read; None under two."""
 
     @property
     def valid_rate(self) -> float:
@@ -228,6 +231,8 @@ def render(s: Status, pool_size: int, pool_by_category: dict[str, int]) -> str:
     lines = [
         *[f"WARNING: {gap}" for gap in s.gaps],
         f"pool: {pool_size} active" + (" (" + ", ".join(f"{c or 'uncategorized'} {n}" for c, n in sorted(pool_by_category.items())) + ")" if pool_by_category else ""),
+        *([f"pool diversity: {s.diversity[0]:.2f} (1 - mean pairwise similarity of the instruction, tests and "
+            f"files of {s.diversity[1]} of them)"] if s.diversity else []),
         f"candidates: {s.candidates}   admitted: {s.admitted}   solver rollouts: {s.rollouts}",
         f"sent back for revision: {s.revised}   rounds per accepted task: {rounds}",
         f"dead-lettered: {s.dead_lettered}" + ("   (assignments/candidates a service gave up on: aes dlq list)" if s.dead_lettered else ""),
