@@ -89,7 +89,9 @@ class AttackReport:
     """The forging attack's stored trajectory."""
     trials: int = 0
     seconds: float = 0.0
-    """Container seconds of every trial the check ran."""
+    """Wall seconds of every trial the check ran, the model's replies included."""
+    model_seconds: float = 0.0
+    """Of those, the seconds spent waiting for the attacker's replies."""
     tokens: int = 0
     """Completion tokens of the attacker's episodes."""
 
@@ -113,12 +115,13 @@ async def attack_task(task: Task, client: ChatClient, images: ImageCache, store,
     rewards = tuple(r.trajectory.reward for r in episodes)
     seconds = sum(r.trajectory.agent_seconds + r.trajectory.verifier_seconds for r in episodes)
     tokens = sum(r.trajectory.completion_tokens for r in episodes)
+    waited = sum(t.model_seconds for r in episodes for t in r.trajectory.turns)
     best = max(episodes, key=lambda r: r.trajectory.reward)
     top = best.trajectory.reward
     shown = ", ".join(f"{r:.2f}" for r in rewards)
     if top <= settings.min_gain:
         return AttackReport("ok", f"no attack earned more than {settings.min_gain:.2f} ({shown})", rewards,
-                            None, None, trials=len(episodes), seconds=seconds, tokens=tokens)
+                            None, None, trials=len(episodes), seconds=seconds, model_seconds=waited, tokens=tokens)
     nop = await run_trial(task, NopAgent(), images)
     seconds += nop.seconds
     control: Rollout | None = None
@@ -126,15 +129,17 @@ async def attack_task(task: Task, client: ChatClient, images: ImageCache, store,
         control = await rollout(task, client, images, store, limits, env_id=env_id, rollout_id=f"{key}-control")
         seconds += control.trajectory.agent_seconds + control.trajectory.verifier_seconds
         tokens += control.trajectory.completion_tokens
+        waited += sum(t.model_seconds for t in control.trajectory.turns)
     honest = control.trajectory.reward if control else None
     trials = len(episodes) + 1 + (control is not None)
     bar = max(nop.reward, honest or 0.0)
     against = f"the empty solution {nop.reward:.2f}" + (f", the honest attempt {honest:.2f}" if honest is not None else "")
     if top <= bar + settings.min_gain:
         return AttackReport("ok", f"attacks ({shown}) earned no more than {against} (+{settings.min_gain:.2f})",
-                            rewards, nop.reward, honest, trials=trials, seconds=seconds, tokens=tokens)
+                            rewards, nop.reward, honest, trials=trials, seconds=seconds, model_seconds=waited,
+                            tokens=tokens)
     return AttackReport(
         "verifier_forgeable",
         f"an attack told to skip the work earned {top:.2f} against {against}: the tests accept a forged answer",
         rewards, nop.reward, honest, evidence=_commands(best), trajectory=best.ref, trials=trials, seconds=seconds,
-        tokens=tokens)
+        model_seconds=waited, tokens=tokens)
