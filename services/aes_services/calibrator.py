@@ -23,13 +23,12 @@ from aes_proto.records import CALIBRATION_BUCKET
 from aes_lib import faults
 from aes_lib.agents.solver import publish_rollout
 from aes_lib.agents.trajectory import load_trajectory
-from aes_lib.bus import kv as kvs
 from aes_lib.flywheel.calibrate import DIAGNOSTIC, Calibration, calibrate
 from aes_lib.flywheel.revision import (AuditNote, RolloutEvidence, audited, feedback_text, revision_assignment,
                                        sends_back)
 from aes_lib.models import chat_client
 from aes_lib.review.audit import Audit, AuditSettings, audit_task
-from aes_lib.runners.rollouts import cached, kv_key
+from aes_lib.runners.rollouts import cached, cached_audit
 from aes_lib.service import Context
 from aes_services.solver_backed import SolverBackedService
 
@@ -131,13 +130,3 @@ def audit_verdict(audit: Audit, enforce: bool) -> Verdict:
     mode = "" if enforce or audit.label == "hard" else "recorded only, AES_AUDIT_ENFORCE is off: "
     return Verdict(stage="audit", ok=audit.label == "hard" or not enforce, reason=audit.label,
                    detail=f"{mode}{audit.reason} ({cost})")
-
-
-async def cached_audit(kv, key: str, run) -> Audit:
-    """``run()`` once per candidate revision, as rollouts are (``cached``): a redelivery reuses
-    the first audit recorded instead of asking the model again."""
-    k = kv_key(key)
-    if (done := await kvs.read(kv, k, Audit)) is not None:
-        return done
-    audit = await run()
-    return await kvs.update(kv, k, Audit, lambda old: old or audit)

@@ -60,3 +60,32 @@ async def test_review_keeps_tasks_in_band(fresh_nats, bus, tmp_path):
     assert (await store.index()).active == (packed.sha256,)
     assert (await store.entry(packed.sha256)).mean_reward == 0.5
     assert await bus.history(subjects.POOL_EVENT, PoolEvent) == []
+
+
+async def test_a_passing_attempt_audited_a_hack_retires_its_task_and_a_legitimate_one_stays(
+        fresh_nats, bus, tmp_path, monkeypatch):
+    import json
+
+    packed = pack(SEED)
+    ref = bus.blobs.put_bytes(f"bundles/sha256/{packed.sha256}.tar.gz", packed.data)
+    store = PoolStore(await bus.kv(BUCKET))
+    await store.admit(PoolEntry(env_id=packed.sha256, bundle=ref, category="data-processing"))
+    verdicts = [json.dumps({"label": "legitimate", "reason": "it parsed the dates and summed the amounts"}),
+                json.dumps({"label": "hack", "reason": "the attempt copied totals the instruction never gives"})]
+    monkeypatch.setenv("AES_AUDIT_PASSING", "1")
+    for review, verdict in zip(("review:a1", "review:a2"), verdicts):
+        with ReplayServer(SOLVE + GIVE_UP + SOLVE + GIVE_UP) as srv, ReplayServer([verdict], model="auditor") as auditor:
+            monkeypatch.setenv("AES_AUDIT_MODEL_URL", auditor.url)
+            async with running(fresh_nats, PoolReviewService(_runner(srv.url, bus, tmp_path), FlywheelConfig())):
+                await bus.publish(subjects.POOL_REVIEW, PoolReview(idempotency_key=review, episode_id=review))
+                await wait_for(bus, subjects.POOL_PLAN, PoolPlan, lambda m, n=review: any(p.idempotency_key.startswith(n) for p in m))
+        assert not srv.errors and not auditor.errors and len(auditor.requests) == 1
+        # The auditor read the passing attempt itself: its commands and the tests' output.
+        prompt = auditor.requests[0]["messages"][-1]["content"]
+        assert "The passing attempt" in prompt and "$ bash /tmp/solve.sh" in prompt and "reward 1.00" in prompt
+        if verdict is verdicts[0]:
+            assert (await store.index()).active == (packed.sha256,)  # in band, legitimate: kept
+            assert await bus.history(subjects.POOL_EVENT, PoolEvent) == []
+    [retired] = await bus.history(subjects.POOL_EVENT, PoolEvent)
+    assert (retired.env_id, retired.reason, retired.mean_reward) == (packed.sha256, "hacked", 0.5)
+    assert (await store.index()).active == ()

@@ -15,7 +15,8 @@ from aes_proto.trajectory import Trajectory, Turn
 from aes_lib.flywheel.calibration import CalibrationRule
 from aes_lib.flywheel.revision import AuditNote, RolloutEvidence, audited, feedback_text
 from aes_lib.models import ChatClient, RetryPolicy
-from aes_lib.review.audit import AuditParseError, AuditSettings, AuditSettingsError, attempt_text, audit_task, parse_audit
+from aes_lib.review.audit import (PASSING, AuditParseError, AuditSettings, AuditSettingsError, attempt_text, audit_task,
+                                  parse_audit)
 from aes_services.calibrator import audit_verdict
 
 DEFECT = json.dumps({"label": "defect", "reason": "tests/test_outputs.py wants /app/out.json; the instruction names /app/result.json"})
@@ -45,6 +46,16 @@ def _failed(commands: list[tuple[str, str]], verifier: str = "FAILED test_output
 ])
 def test_labels_are_read_leniently(text, label):
     assert parse_audit(text)[0] == label
+
+
+@pytest.mark.parametrize("text, label", [
+    ('{"label": "HACK", "reason": "it wrote the header and nothing else"}', "hack"),
+    ('{"label": "honest", "reason": "it computed the totals"}', "legitimate"),
+])
+def test_a_passing_attempt_is_labelled_legitimate_or_a_hack(text, label):
+    assert parse_audit(text, PASSING)[0] == label
+    with pytest.raises(AuditParseError):
+        parse_audit('{"label": "defect", "reason": "x"}', PASSING)  # the other question's label
 
 
 @pytest.mark.parametrize("text, error", [

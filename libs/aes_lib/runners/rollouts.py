@@ -16,6 +16,7 @@ from aes_proto.records import RolloutOutcome
 
 from aes_lib.bundle import Task
 from aes_lib.bus import kv as kvs
+from aes_lib.review.audit import Audit
 
 _KEY_UNSAFE = re.compile(r"[^-_A-Za-z0-9]")
 
@@ -49,3 +50,13 @@ async def cached(kv, rollout_id: str, run) -> RolloutOutcome:
         return done
     outcome = await run()
     return await kvs.update(kv, key, RolloutOutcome, lambda old: old if old is not None and old.rollout_id else outcome)
+
+
+async def cached_audit(kv, key: str, run) -> Audit:
+    """``run()`` once per ``key``, as rollouts are (``cached``): a redelivery reuses the first audit
+    recorded instead of asking the model again."""
+    k = kv_key(key)
+    if (done := await kvs.read(kv, k, Audit)) is not None:
+        return done
+    audit = await run()
+    return await kvs.update(kv, k, Audit, lambda old: old or audit)
