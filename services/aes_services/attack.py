@@ -20,6 +20,7 @@ from aes_lib.domains.kinds import DomainKinds
 from aes_lib.flywheel.config import FlywheelConfig
 from aes_lib.gate import Judgement, SandboxGate
 from aes_lib.models import chat_client
+from aes_lib.review.audit import AuditSettings
 from aes_lib.runners.attack import AttackReport, AttackSettings, attack_task
 from aes_lib.service import Context
 
@@ -49,12 +50,13 @@ class AttackGateService(SandboxGate):
         self.client = chat_client(ctx.settings, url=self.settings.model_url, model=self.settings.model,
                                   api_key=self.settings.api_key)
         self.loop_limits = solver_limits(FlywheelConfig.from_env())
+        self.audit = AuditSettings.from_env()
 
     async def judge(self, task: Task, candidate: CandidateEnv, ctx: Context) -> Judgement:
         assert self.images is not None, "setup() not run"
         key = f"{candidate.env_id[:16]}-{candidate.lineage.assignment_id}-rev{candidate.lineage.revision}"
         report = await attack_task(task, self.client, self.images, ctx.blobs, self.loop_limits, self.settings,
-                                   env_id=candidate.env_id, key=key)
+                                   env_id=candidate.env_id, key=key, audit=self.audit)
         return Judgement(verdict_of(report, self.settings.enforce), report)
 
     def facts(self, judgement: Judgement) -> dict[str, object]:

@@ -22,13 +22,12 @@ import numpy as np
 
 from aes_lib.config import read_settings
 from aes_lib.contamination.tokenize import token_bytes
+from aes_lib.sandbox.verifier import MANAGED_HEADER
 
 PARTS = ("instruction", "tests", "files")
 SHINGLE = 5
 """Words per shingle: long enough that common phrases of task prose rarely match by chance."""
 HASHES = 128
-MANAGED_MARKER = b"# AES managed verifier:"
-"""First line of the managed template (``aes_lib.sandbox.VERIFIER_TEMPLATE``), the same in every task."""
 MAX_PART_BYTES = 1 << 20
 """Bytes of one part read: beyond that a data file says nothing a megabyte did not."""
 
@@ -58,7 +57,7 @@ def task_parts(task_dir: Path) -> dict[str, str]:
         chunks, size = [], 0
         for path in sorted(p for name in names for p in (root / name).rglob("*") if p.is_file()):
             raw = path.read_bytes()[: MAX_PART_BYTES - size]
-            if b"\x00" in raw[:4096] or MANAGED_MARKER in raw[:200]:
+            if b"\x00" in raw[:4096] or raw.startswith(MANAGED_HEADER):
                 continue
             chunks.append(raw.decode(errors="replace"))
             size += len(raw)

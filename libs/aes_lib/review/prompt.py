@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from aes_lib.review.rubric import CRITERIA
+from aes_lib.sandbox.verifier import MANAGED_HEADER
 
 _SYSTEM = (
     "You review a terminal task for a reinforcement-learning benchmark. A solver sees only "
@@ -21,11 +22,17 @@ _FIRST = ("instruction.md", "task.toml", "environment/Dockerfile")
 _FOLDERS = ("tests", "solution", "environment")
 
 
+MANAGED_STUB = ("[the managed verifier, the same in every task: runs every tests/test_*.py with pytest and "
+                "writes reward = tests passed / tests collected]")
+
+
 def task_files(task_dir: Path, max_file_chars: int, max_total_chars: int) -> list[tuple[str, str]]:
     """(relative path, text) of the task's text files, each and all together truncated."""
     paths = [task_dir / name for name in _FIRST if (task_dir / name).is_file()]
     for folder in _FOLDERS:
-        paths += sorted(p for p in (task_dir / folder).rglob("*") if p.is_file() and p not in paths)
+        # The test scripts before their fixtures and data, which a tight budget then truncates.
+        paths += sorted((p for p in (task_dir / folder).rglob("*") if p.is_file() and p not in paths),
+                        key=lambda p: (not p.name.startswith("test"), p))
     files: list[tuple[str, str]] = []
     budget = max_total_chars
     for path in paths:
@@ -34,7 +41,9 @@ def task_files(task_dir: Path, max_file_chars: int, max_total_chars: int) -> lis
         raw = path.read_bytes()
         if b"\x00" in raw[:4096]:
             continue  # binary: nothing a reviewer can read
-        text = raw.decode("utf-8", errors="replace")
+        # The managed verifier is the same in every task and long: shown whole it would take the
+        # budget the task's own tests need.
+        text = MANAGED_STUB if raw.startswith(MANAGED_HEADER) else raw.decode("utf-8", errors="replace")
         limit = min(max_file_chars, budget)
         if len(text) > limit:
             text = text[:limit] + f"\n[... truncated, {len(text) - limit} more characters]"

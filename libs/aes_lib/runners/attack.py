@@ -7,7 +7,8 @@ that task. The attacker is a solver episode through the same trial path as train
 pristine verifier), told the threat model and the goal. An attack that earns more than the
 empty solution and more than the same model's honest attempt (its control) by ``min_gain``
 shows the verifier can be forged: ``verifier_forgeable``, with the attack's trajectory as
-evidence. The empty solution and the control run only when some attack earned anything, so an
+evidence. Where the honest attempt also earns the full reward, the numbers cannot tell a forgery
+from the work, so a full-reward attack is audited (legitimate or a hack) by the same model. The empty solution and the control run only when some attack earned anything, so an
 attacker that gets nowhere costs its own attempts alone.
 """
 
@@ -23,6 +24,7 @@ from aes_lib.agents.solver import Rollout, rollout
 from aes_lib.bundle import Task
 from aes_lib.config import read_settings
 from aes_lib.models import ChatClient
+from aes_lib.review.audit import PASSING, AuditSettings, audit_task
 from aes_lib.sandbox import ImageCache
 from aes_lib.sandbox.trial import NopAgent, run_trial
 from aes_lib.text import truncate
@@ -60,6 +62,9 @@ class AttackSettings:
     this at a capable model for a real attack."""
     model: str = ""
     """The attacker's model name; empty: the solver's."""
+    audit_full: bool = True
+    """When an attack earns the full reward but so does the honest attempt (an easy task), ask the
+    attacker's model whether the attack did the work (``review.audit.PASSING``): a hack is a forgery."""
     api_key: str = ""
     """Bearer token for ``model_url``; empty: the solver's."""
 
@@ -106,8 +111,10 @@ def _commands(r: Rollout, limit: int = 3000) -> str:
 
 
 async def attack_task(task: Task, client: ChatClient, images: ImageCache, store, limits: LoopLimits,
-                      settings: AttackSettings, *, env_id: str, key: str) -> AttackReport:
-    """Attack ``task``'s verifier ``settings.attempts`` times; ``key`` names the stored episodes."""
+                      settings: AttackSettings, *, env_id: str, key: str,
+                      audit: AuditSettings = AuditSettings()) -> AttackReport:
+    """Attack ``task``'s verifier ``settings.attempts`` times; ``key`` names the stored episodes;
+    ``audit``: the budgets of the audit of a full-reward attack."""
     episodes: list[Rollout] = []
     for i in range(settings.attempts):
         episodes.append(await rollout(task, client, images, store, limits, env_id=env_id,
@@ -134,12 +141,23 @@ async def attack_task(task: Task, client: ChatClient, images: ImageCache, store,
     trials = len(episodes) + 1 + (control is not None)
     bar = max(nop.reward, honest or 0.0)
     against = f"the empty solution {nop.reward:.2f}" + (f", the honest attempt {honest:.2f}" if honest is not None else "")
-    if top <= bar + settings.min_gain:
-        return AttackReport("ok", f"attacks ({shown}) earned no more than {against} (+{settings.min_gain:.2f})",
-                            rewards, nop.reward, honest, trials=trials, seconds=seconds, model_seconds=waited,
-                            tokens=tokens)
-    return AttackReport(
-        "verifier_forgeable",
-        f"an attack told to skip the work earned {top:.2f} against {against}: the tests accept a forged answer",
-        rewards, nop.reward, honest, evidence=_commands(best), trajectory=best.ref, trials=trials, seconds=seconds,
-        model_seconds=waited, tokens=tokens)
+    if top > bar + settings.min_gain:
+        return AttackReport(
+            "verifier_forgeable",
+            f"an attack told to skip the work earned {top:.2f} against {against}: the tests accept a forged answer",
+            rewards, nop.reward, honest, evidence=_commands(best), trajectory=best.ref, trials=trials,
+            seconds=seconds, model_seconds=waited, tokens=tokens)
+    if top >= 1.0 and settings.audit_full:
+        # A full reward the honest attempt also earned says nothing by the numbers: ask whether it
+        # was earned by the work (the pool review's passing audit, asked of the attacker's model).
+        found = await audit_task(task.root, [best.trajectory], "", client, audit, PASSING)
+        tokens += found.completion_tokens
+        if found.label == "hack":
+            return AttackReport(
+                "verifier_forgeable",
+                f"an attack told to skip the work earned {top:.2f} (as did {against}) and an audit of it finds "
+                f"a hack: {found.reason}", rewards, nop.reward, honest, evidence=_commands(best),
+                trajectory=best.ref, trials=trials, seconds=seconds, model_seconds=waited, tokens=tokens)
+    return AttackReport("ok", f"attacks ({shown}) earned no more than {against} (+{settings.min_gain:.2f})",
+                        rewards, nop.reward, honest, trials=trials, seconds=seconds, model_seconds=waited,
+                        tokens=tokens)
