@@ -15,7 +15,7 @@ time less the seconds spent waiting for the model) and estimated tokens, each as
 validation measured in the same run.
 
 Run: ``.venv/bin/python bench/attack_audit_relay.py --url http://127.0.0.1:8765/v1 [--only NAME ...]``;
-writes ``bench/results/attack_audit_relay.json`` and ``.md``.
+writes ``bench/results/attack_audit_relay.json`` and ``.md`` (``--out NAME``: another name).
 """
 
 from __future__ import annotations
@@ -170,16 +170,18 @@ def main() -> None:
     ap.add_argument("--url", required=True)
     ap.add_argument("--model", default="relay")
     ap.add_argument("--only", nargs="*", default=None, help="task folder names to run (default: all)")
+    ap.add_argument("--out", default=OUT.name, help="result file name under bench/results (.json and .md)")
     args = ap.parse_args()
+    out = OUT.with_name(args.out)
     started = f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M}"
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         cases = [c for c in tasks(work) if args.only is None or c[0].name in args.only]
         client = ChatClient(args.url, args.model, timeout_s=3600)
         rows = asyncio.run(measure(cases, client, FileBlobStore(work / "blobs"), AttackSettings(attempts=1)))
-    OUT.with_suffix(".json").write_text(json.dumps(rows, indent=1))
-    OUT.with_suffix(".md").write_text(render(rows, args.model, started))
-    print(OUT.with_suffix(".md").read_text())
+    out.with_suffix(".json").write_text(json.dumps(rows, indent=1))
+    out.with_suffix(".md").write_text(render(rows, args.model, started))
+    print(out.with_suffix(".md").read_text())
 
 
 if __name__ == "__main__":
