@@ -18,6 +18,7 @@ from replay_server import ReplayServer
 from aes_proto import subjects
 from aes_proto.messages import CalibrationResult, GateResult, PoolEvent, ReviewResult, ValidationResult
 
+from aes_lib.config import Settings
 from aes_lib.agents.proposer.files import format_files
 from aes_lib.flywheel.config import FlywheelConfig
 from aes_lib.runners.pool_store import BUCKET, PoolStore
@@ -74,12 +75,12 @@ async def test_round_admits_a_variant_then_review_retires_the_seed(fresh_nats, b
     results = await bus.history(subjects.RESULT_CALIBRATION, CalibrationResult)
     [admitted] = [r for r in results if r.decision == "admitted"]
     assert admitted.rewards == (1.0, 0.0, 1.0, 0.0)
-    assert [v.stage for v in admitted.verdicts] == ["validate", "strength", "contamination", "review", "reset", "calibrate"]
+    assert [v.stage for v in admitted.verdicts] == list(Settings().route_stages)  # every stage of the default route
     assert all(v.ok for v in admitted.verdicts) and admitted.verdicts[2].reason == "ok"  # checked against the index
     # every stage's outcome is on its result stream
     assert [v.reason for v in await bus.history(subjects.RESULT_VALIDATION, ValidationResult)] == ["ok"]
     assert len(await bus.history(subjects.RESULT_REVIEW, ReviewResult)) == 1
-    assert [g.gate for g in await bus.history(subjects.RESULT_GATE, GateResult)] == ["strength", "reset"]
+    assert [g.gate for g in await bus.history(subjects.RESULT_GATE, GateResult)] == ["strength", "novelty", "reset"]
 
     events = await bus.history(subjects.POOL_EVENT, PoolEvent)
     assert [(e.kind, e.env_id) for e in events] == [
@@ -160,7 +161,7 @@ async def test_a_gate_rejection_goes_back_with_its_evidence_and_the_revision_rep
     assert (first.lineage.revision, first.decision, first.resubmitted) == (0, "rejected", True)
     assert [(v.stage, v.reason) for v in first.verdicts] == [("validate", "oracle_failed")]
     assert (second.lineage.revision, second.decision) == (1, "admitted")
-    assert [v.stage for v in second.verdicts] == ["validate", "strength", "contamination", "review", "reset", "calibrate"]
+    assert [v.stage for v in second.verdicts] == list(Settings().route_stages)  # every stage of the default route
     assert [v.reason for v in await bus.history(subjects.RESULT_VALIDATION, ValidationResult)] == ["oracle_failed", "ok"]
     assert any("result r1-000 rev0: validate:oracle_failed" in line and "revision 1 requested" in line for line in lines)
 
