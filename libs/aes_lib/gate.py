@@ -46,6 +46,14 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+def enforced(stage: str, passed: bool, reason: str, detail: str, enforce: bool, setting: str) -> Verdict:
+    """A gate's verdict under its enforce ``setting``: what it found fails the candidate only
+    when enforced; otherwise the candidate passes and the detail says the finding was recorded only."""
+    if passed or enforce:
+        return Verdict(stage=stage, ok=passed, reason=reason, detail=detail)
+    return Verdict(stage=stage, ok=True, reason=reason, detail=f"recorded only, {setting} is off: {detail}")
+
+
 @dataclasses.dataclass(frozen=True)
 class Judgement:
     """A gate's verdict and, for its own result record, whatever evidence backs it."""

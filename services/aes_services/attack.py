@@ -18,7 +18,7 @@ from aes_lib.agents.solver import solver_limits
 from aes_lib.bundle import Task
 from aes_lib.domains.kinds import DomainKinds
 from aes_lib.flywheel.config import FlywheelConfig
-from aes_lib.gate import Judgement, SandboxGate
+from aes_lib.gate import Judgement, SandboxGate, enforced
 from aes_lib.models import chat_client
 from aes_lib.review.audit import AuditSettings
 from aes_lib.runners.attack import AttackReport, AttackSettings, attack_task
@@ -30,10 +30,7 @@ GATE = "attack"
 def verdict_of(report: AttackReport, enforce: bool) -> Verdict:
     """``ok`` means the candidate passes this gate, whatever the attack found when not enforced."""
     cost = f" [{report.trials} trials, {report.seconds:.1f} container s, {report.tokens} attacker tokens]"
-    if report.ok or not enforce:
-        mode = "" if report.ok else "recorded only, AES_ATTACK_ENFORCE is off: "
-        return Verdict(stage=GATE, ok=True, reason=report.reason, detail=mode + report.detail + cost)
-    return Verdict(stage=GATE, ok=False, reason=report.reason, detail=report.detail + cost)
+    return enforced(GATE, report.ok, report.reason, report.detail + cost, enforce, "AES_ATTACK_ENFORCE")
 
 
 class AttackGateService(SandboxGate):

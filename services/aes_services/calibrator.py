@@ -24,6 +24,7 @@ from aes_lib import faults
 from aes_lib.agents.solver import publish_rollout
 from aes_lib.agents.trajectory import load_trajectory
 from aes_lib.flywheel.calibrate import DIAGNOSTIC, Calibration, calibrate
+from aes_lib.gate import enforced
 from aes_lib.flywheel.revision import (AuditNote, RolloutEvidence, audited, feedback_text, revision_assignment,
                                        sends_back)
 from aes_lib.models import chat_client
@@ -127,6 +128,5 @@ def audit_verdict(audit: Audit, enforce: bool) -> Verdict:
     cost = f"{audit.model}, {audit.attempts} call(s), {audit.prompt_tokens}+{audit.completion_tokens} tokens"
     if audit.label is None:
         return Verdict(stage="audit", ok=True, reason="audit_error", detail=f"{audit.error} ({cost})")
-    mode = "" if enforce or audit.label == "hard" else "recorded only, AES_AUDIT_ENFORCE is off: "
-    return Verdict(stage="audit", ok=audit.label == "hard" or not enforce, reason=audit.label,
-                   detail=f"{mode}{audit.reason} ({cost})")
+    return enforced("audit", audit.label == "hard", audit.label, f"{audit.reason} ({cost})", enforce,
+                    "AES_AUDIT_ENFORCE")

@@ -21,7 +21,7 @@ from aes_proto.records import NOVELTY_BUCKET, POOL_BUCKET
 from aes_lib.bundle import Task
 from aes_lib.bus import kv as kvs
 from aes_lib.contamination.novelty import NoveltySettings, Signature, signature, signature_key, similarity
-from aes_lib.gate import Gate, Judgement
+from aes_lib.gate import Gate, Judgement, enforced
 from aes_lib.runners.pool_store import PoolStore
 from aes_lib.service import Context
 
@@ -86,9 +86,7 @@ class NoveltyGateService(Gate):
                   f"near-copy at >= {self.settings.threshold:.2f}")
         if nearest.parts["overall"] < self.settings.threshold:
             return Verdict(stage=GATE, ok=True, reason="ok", detail=detail)
-        if not self.settings.enforce:
-            return Verdict(stage=GATE, ok=True, reason="near_copy", detail="recorded only, AES_NOVELTY_ENFORCE is off: " + detail)
-        return Verdict(stage=GATE, ok=False, reason="near_copy", detail=detail)
+        return enforced(GATE, False, "near_copy", detail, self.settings.enforce, "AES_NOVELTY_ENFORCE")
 
     def feedback(self, judgement: Judgement) -> str:
         return ("The task is a near-copy of one the pool has: change what it asks (a new requirement, other data, "

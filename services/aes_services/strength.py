@@ -13,7 +13,7 @@ from aes_proto.messages import CandidateEnv, Verdict
 
 from aes_lib.bundle import Task
 from aes_lib.domains.kinds import DomainKinds
-from aes_lib.gate import Judgement, SandboxGate
+from aes_lib.gate import Judgement, SandboxGate, enforced
 from aes_lib.sandbox.strength import StrengthReport, StrengthSettings, check_strength
 from aes_lib.service import Context
 
@@ -23,10 +23,7 @@ GATE = "strength"
 def verdict_of(report: StrengthReport, enforce: bool) -> Verdict:
     """``ok`` means the candidate passes this gate, whatever the check found when not enforced."""
     cost = f" [{report.trials} trials, {report.seconds:.1f} container s]"
-    if report.ok or not enforce:
-        mode = "" if report.ok else "recorded only, AES_STRENGTH_ENFORCE is off: "
-        return Verdict(stage=GATE, ok=True, reason=report.reason, detail=mode + report.detail + cost)
-    return Verdict(stage=GATE, ok=False, reason=report.reason, detail=report.detail + cost)
+    return enforced(GATE, report.ok, report.reason, report.detail + cost, enforce, "AES_STRENGTH_ENFORCE")
 
 
 class StrengthGateService(SandboxGate):

@@ -126,6 +126,19 @@ def test_verdicts_fail_only_an_enforced_defect():
     assert audit_verdict(defect, False).detail.startswith("recorded only")
 
 
+@pytest.mark.parametrize(("passed", "enforce", "ok", "recorded"), [
+    (True, True, True, False), (True, False, True, False), (False, True, False, False), (False, False, True, True)])
+def test_every_gate_enforces_or_records_by_one_rule(passed, enforce, ok, recorded):
+    """``aes_lib.gate.enforced``, which strength, attack, novelty and the audit share: a finding
+    fails only when enforced, and an advisory one says so and keeps its reason."""
+    from aes_lib.gate import enforced
+
+    v = enforced("strength", passed, "weak_tests", "2 of 9 mutants survive", enforce, "AES_STRENGTH_ENFORCE")
+    assert (v.stage, v.ok, v.reason) == ("strength", ok, "weak_tests")
+    prefix = "recorded only, AES_STRENGTH_ENFORCE is off: "
+    assert v.detail == (prefix if recorded else "") + "2 of 9 mutants survive"
+
+
 def test_settings_refuse_impossible_numbers():
     with pytest.raises(AuditSettingsError):
         AuditSettings(max_attempts=0)
