@@ -29,7 +29,6 @@ from pathlib import Path
 from aes_lib import families
 from aes_lib.agents.limits import LoopLimits
 from aes_lib.agents.proposer import parametric_prompt
-from aes_lib.families import Params
 
 BOOTSTRAP_SEEDS = 1 << 36
 """The bootstrap's instances' seeds start here: above the pools' (below 2**31), below the held-out set's (2**40)."""
@@ -71,18 +70,16 @@ def solver_prompt_ids(tokenizer, instruction: str, limits: LoopLimits = LoopLimi
 
 
 def examples(names: list[str], spec: PolicySpec) -> list[tuple[str, str]]:
-    """(instruction, reply) pairs: the reference solution (or, for ``near_miss_share`` of them, the
-    family's near miss) as one fenced command."""
+    """(instruction, reply) pairs: each family's lesson (``Family.lesson``: the reference solution
+    or, for ``near_miss_share`` of them, the near miss) as one fenced command."""
     rng = random.Random(f"bootstrap/{spec.seed}")
     miss_rng = random.Random(f"bootstrap-near-miss/{spec.seed}")  # leaves the instances' draws as they were
     fams = [families.get(n) for n in names]
     out = []
     for i in range(spec.examples):
-        f = fams[i % len(fams)]
-        d = rng.randint(f.min_difficulty, min(f.max_difficulty, f.min_difficulty + spec.levels - 1))
-        task = f.instance(Params(d, BOOTSTRAP_SEEDS + i))
-        command = task.near_miss if task.near_miss and miss_rng.random() < spec.near_miss_share else task.solution
-        out.append((task.instruction, f"```bash\n{' && '.join(command.splitlines())}\n```"))
+        instruction, command = fams[i % len(fams)].lesson(BOOTSTRAP_SEEDS + i, spec.levels, spec.near_miss_share,
+                                                          rng, miss_rng)
+        out.append((instruction, f"```bash\n{' && '.join(command.splitlines())}\n```"))
     return out
 
 

@@ -89,7 +89,21 @@ class Family(ABC):
     def instance(self, params: Params) -> TaskSpec:
         """The task for ``params``; the same parameters always give the same task."""
         p = self.check(params)
-        return self.spec(p.difficulty, random.Random(f"{self.name}/{p.difficulty}/{p.seed}"))
+        return self.spec(p.difficulty, self.rng(p))
+
+    def rng(self, params: Params) -> random.Random:
+        """The draws of the instance ``params`` (one per call, from its start)."""
+        return random.Random(f"{self.name}/{params.difficulty}/{params.seed}")
+
+    def lesson(self, seed: int, levels: int, near_miss_share: float, draw: random.Random,
+               miss: random.Random) -> tuple[str, str]:
+        """One supervised example for a starting policy meant to solve the ``levels`` easiest
+        difficulties: (instruction, command). Here an instance of one of those difficulties,
+        answered with its reference or, for ``near_miss_share`` of them, its near miss; ``draw``
+        picks the instance, ``miss`` the answer (apart, so the instances do not move with the share)."""
+        d = draw.randint(self.min_difficulty, min(self.max_difficulty, self.min_difficulty + levels - 1))
+        task = self.instance(Params(d, seed))
+        return task.instruction, task.near_miss if task.near_miss and miss.random() < near_miss_share else task.solution
 
     @abstractmethod
     def spec(self, difficulty: int, rng: random.Random) -> TaskSpec:

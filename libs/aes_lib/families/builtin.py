@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 import string
 
-from aes_lib.families.base import Family, TaskSpec
+from aes_lib.families.base import Family, Params, TaskSpec
 
 VOCABULARY = (
     "apple", "banana", "cherry", "grape", "lemon", "mango", "melon", "olive", "peach", "pear", "plum", "berry",
@@ -153,4 +153,65 @@ def test_no_other_files():
         )
 
 
-BUILTIN: tuple[Family, ...] = (EchoWords(), ReverseText(), MakeFiles(), PickFirst())
+LADDER_KEYS = ("alpha", "bravo", "delta", "gamma", "kappa", "sigma", "omega", "theta", "lambda", "zeta")
+"""The ladder's steps in order: step i writes ``LADDER_KEYS[i]`` with its own separator."""
+
+
+def _printf(lines: list[str]) -> str:
+    return f"printf '%s\\n' {' '.join(lines)} > {ANSWER}"
+
+
+def _ladder_sep(step: int, right: bool) -> str:
+    # Alternating, so that no one habit (always "=") is right for every step: each is its own decision.
+    return ("=", ":")[(step % 2) ^ (not right)]
+
+
+class Ladder(Family):
+    name = "ladder"
+    summary = ("write one settings line per step, each step's key with its own separator, all or "
+               "nothing (difficulty = steps): a level passes at about the product of its steps' rates")
+    max_difficulty = len(LADDER_KEYS)
+
+    def spec(self, difficulty: int, rng: random.Random) -> TaskSpec:
+        values = self.values(difficulty, rng)
+        entries = self.entries(values)
+        listing = "\n".join(f"{i}. `{e}`" for i, e in enumerate(entries, 1))
+        return TaskSpec(
+            instruction=f"Create the file `{ANSWER}` containing exactly these {difficulty} line(s), character for "
+                        f"character (mind each line's separator, `=` or `:`), in this order and nothing else:\n\n"
+                        f"{listing}\n",
+            description=f"Write {difficulty} settings line(s), each with its own separator, to a file.",
+            solution=_printf(entries),
+            near_miss=_printf(self.entries(values, wrong=frozenset({difficulty - 1}))),  # the last step's separator
+            tests=_tests("Every line exactly as listed: one test, so the reward is all or nothing.",
+                         {"ENTRIES": entries}, _ANSWER_LINES + '''
+
+def test_every_line():
+    assert lines() == ENTRIES
+'''),
+        )
+
+    @staticmethod
+    def values(difficulty: int, rng: random.Random) -> list[int]:
+        """Each step's digit: what the instance's seed changes."""
+        return [rng.randrange(10) for _ in range(difficulty)]
+
+    @staticmethod
+    def entries(values: list[int], wrong: frozenset[int] = frozenset()) -> list[str]:
+        """Step i's line; the steps in ``wrong`` with the other separator."""
+        return [f"{LADDER_KEYS[i]}{_ladder_sep(i, i not in wrong)}{v}" for i, v in enumerate(values)]
+
+    def lesson(self, seed: int, levels: int, near_miss_share: float, draw: random.Random,
+               miss: random.Random) -> tuple[str, str]:
+        """Every difficulty is shown, the first ``levels`` steps always right and each later one
+        right or wrong by a coin (``near_miss_share`` is not used): the start solves the first
+        ``levels`` difficulties and has seen every later step both ways, so level d passes at
+        about 2 ** -(d - levels) and RL can settle one step at a time."""
+        d = draw.randint(self.min_difficulty, self.max_difficulty)
+        params = self.check(Params(d, seed))
+        values = self.values(d, self.rng(params))
+        wrong = frozenset(i for i in range(levels, d) if miss.random() < 0.5)
+        return self.spec(d, self.rng(params)).instruction, _printf(self.entries(values, wrong))
+
+
+BUILTIN: tuple[Family, ...] = (EchoWords(), ReverseText(), MakeFiles(), PickFirst(), Ladder())
