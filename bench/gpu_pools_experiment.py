@@ -58,6 +58,7 @@ import dataclasses
 import datetime
 import functools
 import importlib
+import json
 import os
 import platform
 import random
@@ -138,10 +139,19 @@ from aes_lib.flywheel.calibration import CalibrationRule  # noqa: E402
 from aes_lib.flywheel.planner import direction  # noqa: E402
 from aes_lib.flywheel.pool import out_of_band  # noqa: E402
 from aes_lib.learner.advantages import centred, has_signal  # noqa: E402
-from aes_ops import bootstrap_policy, pools  # noqa: E402
+from aes_ops import bootstrap_policy, pools, power  # noqa: E402
 from aes_ops.evaluation import t_interval  # noqa: E402
 
-ARMS = ("static", "flywheel", "both")
+ARMS = ("static", "weighted", "oracle", "flywheel", "blind", "both")
+"""``static``: a fixed pool sampled uniformly; ``weighted``: the same pool, each instance weighted
+down to ``buffer_weight`` once its last group all passed or all failed (prime-rl's buffer idea:
+easy and hard problems are sampled less); ``oracle``: no pool, each wave's groups drawn fresh at the
+true frontier, read from the held-out set (the positive control: it must beat ``static`` before
+any flywheel number is read); ``flywheel``: the planner's direction; ``blind``: the flywheel's
+rounds and calibration spend with a random direction (the no-feedback ablation); ``both``: the
+flywheel with the policy choosing difficulties, its proposer updates on an optimizer of their own."""
+ORACLE_BAND = 0.5
+"""The oracle trains where held-out pass rate is nearest this: all-or-nothing groups spread most there."""
 APP = re.compile(r"(?<![\w./-])/app(?![\w.-])")
 """The task's working directory in the image, as the commands and the tests name it."""
 COMMAND_TIMEOUT_S = 5.0
@@ -178,12 +188,27 @@ class Shape:
     policy: bootstrap_policy.PolicySpec = bootstrap_policy.PolicySpec(near_miss_share=0.5)
     """The project's bootstrap policy, shown echo-words' near miss in half its examples as
     bench/pools_experiment.toml's is."""
+    buffer_weight: float = 0.1
+    """``weighted``: an instance's sampling weight once its last group had no spread (1 otherwise)."""
+    frontier_every: int = 2
+    """``oracle``: waves between two readings of the held-out pass rate per difficulty."""
 
+
+LADDER = Shape(families=("ladder",), max_difficulty=0, seeds=12, arms=("static", "oracle", "weighted", "flywheel",
+                                                                        "blind"),
+                waves=16, groups_per_wave=8, group_size=8, heldout_per_difficulty=8, eval_k=2, static_pool_size=40,
+                start_per_family=4, max_tokens=80,
+                policy=bootstrap_policy.PolicySpec(examples=1024, levels=2, steps=800))
+"""The ladder (issue 48): 10 difficulties, each one more step the start has seen both ways, all
+or nothing; the start solves difficulties 1-2. The static pool holds 4 instances per difficulty."""
 
 TINY = Shape(max_difficulty=2, seeds=2, waves=2, waves_per_round=1, eval_every=2, groups_per_wave=2, group_size=4,
              heldout_per_difficulty=1, eval_k=2, static_pool_size=4, start_per_family=2, assignments_per_round=2,
              proposals=2, batch=64,
              policy=bootstrap_policy.PolicySpec(hidden_size=64, examples=8, levels=1, steps=80, batch=4))
+
+
+SHAPES = {"default": Shape(), "tiny": TINY, "ladder": LADDER}
 
 
 def say(line: str) -> None:
@@ -198,6 +223,8 @@ class Policy:
     model: torch.nn.Module
     tok: object
     opt: torch.optim.Optimizer
+    proposer_opt: torch.optim.Optimizer
+    """The proposer role's updates keep their own moments, off the solver's optimizer state."""
     device: str
     updates: int = 0
 
@@ -223,7 +250,8 @@ def load_policy(folder: Path, device: str, lr: float) -> Policy:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).to(device)
-    return Policy(model, AutoTokenizer.from_pretrained(folder), torch.optim.AdamW(model.parameters(), lr=lr), device)
+    return Policy(model, AutoTokenizer.from_pretrained(folder), torch.optim.AdamW(model.parameters(), lr=lr),
+                  torch.optim.AdamW(model.parameters(), lr=lr), device)
 
 
 @torch.no_grad()
@@ -271,18 +299,21 @@ def _completion_logprobs(policy: Policy, samples: Sequence[Sample]) -> tuple[tor
     return logp, rows
 
 
-def dppo_step(policy: Policy, samples: Sequence[Sample], advantages: Sequence[float]) -> float:
-    """One DPPO update on ``samples`` with per-sample advantages; returns the loss."""
+def dppo_step(policy: Policy, samples: Sequence[Sample], advantages: Sequence[float],
+              opt: torch.optim.Optimizer | None = None) -> float:
+    """One DPPO update on ``samples`` with per-sample advantages (``opt``: the solver's by
+    default); returns the loss."""
+    opt = opt or policy.opt
     policy.model.train()
     with torch.no_grad():
         mu, _ = _completion_logprobs(policy, samples)
     logp, rows = _completion_logprobs(policy, samples)
     adv = torch.tensor([float(a) for a in advantages], device=policy.device)[rows]
     out = dppo_loss_reference(logp, mu, adv, torch.ones_like(logp))
-    policy.opt.zero_grad()
+    opt.zero_grad()
     out.loss.backward()
     torch.nn.utils.clip_grad_norm_(policy.model.parameters(), 1.0)
-    policy.opt.step()
+    opt.step()
     policy.updates += 1
     return float(out.loss)
 
@@ -391,6 +422,10 @@ class Run:
     seed: int
     heldout: list[float] = dataclasses.field(default_factory=list)
     """Held-out mean reward (mean over instances of each one's mean over k) at each point."""
+    by_difficulty: list[dict[str, float]] = dataclasses.field(default_factory=list)
+    """Held-out mean reward per ``<family>/d<difficulty>`` at each point."""
+    frontier: list[int] = dataclasses.field(default_factory=list)
+    """``oracle``: the difficulty each reading of the held-out set put the frontier at (first family)."""
     updates_at: list[int] = dataclasses.field(default_factory=list)
     """Policy updates (solver and proposer) made before each point."""
     groups: dict[str, list[float]] = dataclasses.field(default_factory=dict)
@@ -420,12 +455,21 @@ class Experiment:
         replies = sample(policy, prompts, self.shape.max_tokens, self.shape.temperature, seed, self.shape.batch)
         return replies, self.scorer.rewards(instances, [r.text for r in replies])
 
-    def evaluate(self, policy: Policy, run: Run, point: int) -> None:
+    def heldout_rates(self, policy: Policy, seed: int) -> tuple[list[float], dict[str, float]]:
+        """Each held-out instance's mean over ``eval_k`` attempts, and their mean per difficulty."""
         k = self.shape.eval_k
         flat = [i for i in self.held for _ in range(k)]
-        _, rewards = self.attempts(policy, flat, seed=_seed(run.seed, "eval", point))
+        _, rewards = self.attempts(policy, flat, seed=seed)
         per_task = [statistics.fmean(rewards[j * k:(j + 1) * k]) for j in range(len(self.held))]
+        level: dict[str, list[float]] = {}
+        for inst, r in zip(self.held, per_task):
+            level.setdefault(f"{inst.family}/d{inst.params.difficulty}", []).append(r)
+        return per_task, {key: statistics.fmean(v) for key, v in level.items()}
+
+    def evaluate(self, policy: Policy, run: Run, point: int) -> None:
+        per_task, by_level = self.heldout_rates(policy, _seed(run.seed, "eval", point))
         run.heldout.append(statistics.fmean(per_task))
+        run.by_difficulty.append(by_level)
         run.updates_at.append(policy.updates)
 
     def run(self, arm: str, seed: int) -> Run:
@@ -433,31 +477,64 @@ class Experiment:
         run = Run(arm, seed)
         policy = load_policy(self.policy_dir, self.device, s.lr)
         names = list(s.families)
-        pool = (pools.static_pool(names, s.static_pool_size, seed, s.max_difficulty) if arm == "static"
-                else pools.flywheel_start(names, s.start_per_family, seed))
+        pool = (pools.static_pool(names, s.static_pool_size, seed, s.max_difficulty) if arm in ("static", "weighted")
+                else [] if arm == "oracle" else pools.flywheel_start(names, s.start_per_family, seed))
         pools.disjoint(pool, self.held)
         seen: dict[Instance, list[float]] = {}  # latest solver rewards per instance: the planner's pass rate
         rng = random.Random(f"gpu-pools/{arm}/{seed}")
         self.evaluate(policy, run, 0)
         for wave in range(1, s.waves + 1):
-            self.wave(policy, run, pool, seen, rng, wave)
-            if arm != "static" and wave % s.waves_per_round == 0 and wave < s.waves:
+            if arm == "oracle" and (wave - 1) % s.frontier_every == 0:
+                frontier = self.frontier(policy, run, wave)
+            picked = (self.at_frontier(frontier, rng) if arm == "oracle"
+                      else self.weighted_pick(pool, seen, rng) if arm == "weighted" else self.uniform_pick(pool, rng))
+            self.wave(policy, run, picked, seen, wave)
+            if arm in ("flywheel", "blind", "both") and wave % s.waves_per_round == 0 and wave < s.waves:
                 pool = self.round(policy, run, pool, seen, rng, wave)
             if wave % s.eval_every == 0 or wave == s.waves:
                 self.evaluate(policy, run, wave)
         run.updates, run.wall_s = policy.updates, time.monotonic() - began
         return run
 
-    def wave(self, policy: Policy, run: Run, pool: list[Instance], seen: dict, rng: random.Random, wave: int) -> None:
-        """``groups_per_wave`` pool instances (uniform, without replacement while the pool allows,
-        as the wave planner samples), ``group_size`` attempts each, one update on the groups with
-        a spread."""
+    def uniform_pick(self, pool: list[Instance], rng: random.Random) -> list[Instance]:
+        """``groups_per_wave`` pool instances, uniform, without replacement while the pool allows
+        (as the wave planner samples)."""
+        order = rng.sample(pool, len(pool))
+        return [order[g % len(order)] for g in range(self.shape.groups_per_wave)] if pool else []
+
+    def weighted_pick(self, pool: list[Instance], seen: dict, rng: random.Random) -> list[Instance]:
+        """As ``uniform_pick``, each instance weighted ``buffer_weight`` where its last group all
+        passed or all failed (weighted sampling without replacement: keys u ** (1 / w))."""
+        weight = {i: self.shape.buffer_weight if i in seen and not has_signal(seen[i]) else 1.0 for i in pool}
+        order = sorted(pool, key=lambda i: -rng.random() ** (1.0 / weight[i]))
+        return [order[g % len(order)] for g in range(self.shape.groups_per_wave)] if pool else []
+
+    def frontier(self, policy: Policy, run: Run, wave: int) -> dict[str, int]:
+        """Per family, the difficulty whose held-out pass rate is nearest ``ORACLE_BAND`` (the
+        lowest of equals): what the oracle trains on until its next reading. Its attempts are
+        counted with the selection rollouts."""
+        _, by_level = self.heldout_rates(policy, _seed(run.seed, "frontier", wave))
+        run.selection_rollouts += len(self.held) * self.shape.eval_k
+        best: dict[str, tuple[float, int]] = {}
+        for key, rate in by_level.items():
+            family, d = key.rsplit("/d", 1)
+            best[family] = min(best.get(family, (2.0, 0)), (abs(rate - ORACLE_BAND), int(d)))
+        found = {family: d for family, (_, d) in best.items()}
+        run.frontier.append(found[self.shape.families[0]])
+        return found
+
+    def at_frontier(self, frontier: dict[str, int], rng: random.Random) -> list[Instance]:
+        """``groups_per_wave`` fresh instances at each family's frontier, the families in turn."""
+        names = list(self.shape.families)
+        return [Instance(f, Params(frontier[f], rng.randrange(pools.POOL_SEEDS)))
+                for f in (names[g % len(names)] for g in range(self.shape.groups_per_wave))]
+
+    def wave(self, policy: Policy, run: Run, picked: list[Instance], seen: dict, wave: int) -> None:
+        """``group_size`` attempts at each of ``picked``, one update on the groups with a spread."""
         s = self.shape
-        if not pool:
+        if not picked:
             run.empty_waves += 1
             return
-        order = rng.sample(pool, len(pool))
-        picked = [order[g % len(order)] for g in range(s.groups_per_wave)]
         flat = [i for i in picked for _ in range(s.group_size)]
         replies, rewards = self.attempts(policy, flat, seed=_seed(run.seed, run.arm, "wave", wave))
         batch, advantages = [], []
@@ -485,7 +562,9 @@ class Experiment:
             n = max(1, self.shape.assignments_per_round // self.shape.proposals)
             children, proposals = self.proposed(policy, run, _cycle(parents, n), seen, rng, wave)
         else:
-            children, proposals = self.moved(_cycle(parents, self.shape.assignments_per_round), seen, rng), []
+            children = self.moved(_cycle(parents, self.shape.assignments_per_round), seen, rng,
+                                  blind=run.arm == "blind")
+            proposals = []
         decisions = iter(self.calibrate(policy, run, [c for c in children if c is not None], wave))
         r_p = []
         for child in children:
@@ -516,13 +595,15 @@ class Experiment:
         run.retired += len(gone)
         return [i for j, i in enumerate(pool) if j not in gone], [i for j, i in enumerate(pool) if j in gone]
 
-    def moved(self, parents: list[Instance], seen: dict, rng: random.Random) -> list[Instance | None]:
-        """The procedural proposer: each parent one step easier or harder by its pass rate."""
+    def moved(self, parents: list[Instance], seen: dict, rng: random.Random,
+              blind: bool = False) -> list[Instance | None]:
+        """The procedural proposer: each parent one step easier or harder by its pass rate, or
+        (``blind``) by a coin."""
         out: list[Instance | None] = []
         for p in parents:
             f = families.get(p.family)
-            out.append(Instance(p.family, families.moved(f, p.params, direction(_rate(seen, p, None)),
-                                                         rng.randrange(pools.POOL_SEEDS))))
+            way = rng.choice(("easier", "harder")) if blind else direction(_rate(seen, p, None))
+            out.append(Instance(p.family, families.moved(f, p.params, way, rng.randrange(pools.POOL_SEEDS))))
         return out
 
     def proposed(self, policy: Policy, run: Run, parents: list[Instance], seen: dict, rng: random.Random,
@@ -575,7 +656,7 @@ class Experiment:
                 batch += proposals[g:g + n]
                 advantages += centred(r_p[g:g + n])
         if batch:
-            dppo_step(policy, batch, advantages)
+            dppo_step(policy, batch, advantages, policy.proposer_opt)
 
 
 def _rate(seen: dict, i: Instance, unknown: float | None = 0.5) -> float | None:
@@ -644,6 +725,8 @@ def report(shape: Shape, runs: list[Run], machine: str, seconds: float, scorer: 
             diffs = [by[(arm, s)].heldout[j] - by[("static", s)].heldout[j] for s in seeds
                      if (arm, s) in by and ("static", s) in by]
             lines.append(f"| {arm} | {w} | {statistics.fmean(diffs):+.3f} | {_ci(diffs, None)} |")
+    lines += comparisons(runs, seeds, points)
+    lines += by_difficulty(runs, arms, points)
     lines += ["", "## Training groups with a learning signal (a reward spread)", "",
               "Pooled over seeds; 95% Wilson interval. Selection rollouts: solver attempts spent on reviews and "
               "calibration, per run, on top of the training rollouts.", "",
@@ -675,6 +758,90 @@ def report(shape: Shape, runs: list[Run], machine: str, seconds: float, scorer: 
                      f"{sig}/{len(r.groups)} | {' '.join(f'{d:.1f}' for d in r.trained_difficulty)} | {r.broken} | "
                      f"{r.empty_waves} | {r.wall_s:.0f} |")
     return "\n".join(lines) + "\n"
+
+
+COMPARISONS = (("oracle", "static"), ("weighted", "static"), ("flywheel", "static"), ("flywheel", "weighted"),
+               ("flywheel", "blind"), ("both", "flywheel"))
+"""The read-outs, in order; the first is the gate: the positive control against the fixed pool."""
+
+
+def paired_final(runs: list[Run], arm: str, baseline: str, j: int = -1) -> dict | None:
+    """``arm`` minus ``baseline`` in held-out mean reward at point ``j``, seed by seed: mean, 95%
+    t interval and sd over seeds, and the smallest difference that many seeds detect at that sd
+    (80% power, ``aes_ops.power``); None where fewer than 2 seeds ran both."""
+    base = {r.seed: r for r in runs if r.arm == baseline}
+    diffs = [r.heldout[j] - base[r.seed].heldout[j] for r in runs if r.arm == arm and r.seed in base]
+    if len(diffs) < 2:
+        return None
+    sd = statistics.stdev(diffs)
+    ci = t_interval(diffs, bounds=(-1.0, 1.0))
+    return {"arm": arm, "baseline": baseline, "seeds": len(diffs), "difference": statistics.fmean(diffs),
+            "ci95": list(ci) if ci else None, "sd": sd, "detectable": power.detectable(sd, len(diffs))}
+
+
+def gate(runs: list[Run]) -> dict | None:
+    """The positive control's gate: oracle beats static by at least twice the detectable difference."""
+    got = paired_final(runs, *COMPARISONS[0])
+    return None if got is None else {**got, "passed": got["difference"] >= 2 * got["detectable"]}
+
+
+def comparisons(runs: list[Run], seeds: list[int], points: list[int]) -> list[str]:
+    lines = ["", "## Read-outs at the last point, paired by seed", "",
+             "Held-out mean reward, arm minus baseline, per seed; mean, 95% t interval and sd over seeds (intervals "
+             "over runs, not groups); detectable: the smallest difference these seeds detect at that sd with 80% "
+             "power. The first row is the gate: the positive control must beat the fixed pool by twice its "
+             "detectable difference before any flywheel number is read.", "",
+             "| arm | baseline | seeds | mean difference | 95% CI | sd | detectable |", "|---|---|---|---|---|---|---|"]
+    for arm, baseline in COMPARISONS:
+        if (got := paired_final(runs, arm, baseline)) is not None:
+            ci = "n/a" if got["ci95"] is None else f"[{got['ci95'][0]:+.3f}, {got['ci95'][1]:+.3f}]"
+            lines.append(f"| {arm} | {baseline} | {got['seeds']} | {got['difference']:+.3f} | {ci} | {got['sd']:.3f} | "
+                         f"{got['detectable']:.3f} |")
+    if (g := gate(runs)) is not None:
+        verdict = "**passed**" if g["passed"] else "**not passed**: change the setting, not the analysis"
+        lines += ["", f"Gate: oracle - static = {g['difference']:+.3f} against 2 x {g['detectable']:.3f} = "
+                      f"{2 * g['detectable']:.3f}: {verdict}."]
+    return lines
+
+
+def by_difficulty(runs: list[Run], arms: list[str], points: list[int]) -> list[str]:
+    keys = sorted({k for r in runs for level in r.by_difficulty for k in level},
+                  key=lambda k: (k.rsplit("/d", 1)[0], int(k.rsplit("/d", 1)[1])))
+    if not keys:
+        return []
+    several = len({k.rsplit("/d", 1)[0] for k in keys}) > 1  # else the columns name the difficulty alone
+    lines = ["", "## Held-out mean reward per difficulty, at the first and last points", "",
+             "Mean over seeds. Where the frontier was and where it went.", "",
+             "| arm | point | " + " | ".join(k if several else k.rsplit("/", 1)[1] for k in keys) + " |",
+             "|---|---|" + "---|" * len(keys)]
+    for arm in arms:
+        mine = [r for r in runs if r.arm == arm and r.by_difficulty]
+        for j in (0, -1):
+            vals = [statistics.fmean(r.by_difficulty[j].get(k, 0.0) for r in mine) for k in keys]
+            lines.append(f"| {arm} | {points[j]} | " + " | ".join(f"{v:.2f}" for v in vals) + " |")
+    return lines
+
+
+def plot(shape: Shape, runs: list[Run], dest: Path) -> Path:
+    """Held-out mean reward over training rollouts per arm (mean over seeds, 95% band)."""
+    from aes_ops.figures import png, pyplot
+
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4))
+    xs = [w * shape.groups_per_wave * shape.group_size for w in _points(shape)]
+    for arm in (a for a in shape.arms if any(r.arm == a for r in runs)):
+        mine = [r for r in runs if r.arm == arm]
+        mean = [statistics.fmean(r.heldout[j] for r in mine) for j in range(len(xs))]
+        ax.plot(xs, mean, marker="o", label=f"{arm} ({len(mine)} seeds)")
+        cis = [t_interval([r.heldout[j] for r in mine], bounds=(0.0, 1.0)) for j in range(len(xs))]
+        if all(cis):
+            ax.fill_between(xs, [c[0] for c in cis], [c[1] for c in cis], alpha=0.15)
+    ax.set_xlabel("training rollouts")
+    ax.set_ylabel("held-out mean reward")
+    ax.set_title(f"{', '.join(shape.families)}: held-out reward per arm")
+    ax.legend()
+    dest.write_bytes(png(fig))
+    return dest
 
 
 def machine(device: str) -> str:
@@ -743,7 +910,10 @@ def experiment(shape: Shape, base: Path, device: str, workdir: Path, budget_s: f
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--tiny", action="store_true", help="the CPU dry run's shape (minutes on 2 cores)")
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="default",
+                    help="tiny: the CPU dry run (minutes on 2 cores); ladder: issue 48's setting")
+    ap.add_argument("--tiny", action="store_true", help="the same as --shape tiny")
+    ap.add_argument("--arms", help="override the shape's arms (comma-separated)")
     ap.add_argument("--out", type=Path, help="markdown record (default bench/results/pools_experiment_gpu.md; "
                                              "with --tiny, the temp folder)")
     ap.add_argument("--base", type=Path, help="transformers folder with the base model's config and tokenizer "
@@ -757,13 +927,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.export_base:
         say(f"wrote {export_base(args.export_base)}")
         return 0
-    shape = TINY if args.tiny else Shape()
+    shape = SHAPES["tiny" if args.tiny else args.shape]
     if args.seeds:
         shape = dataclasses.replace(shape, seeds=args.seeds)
+    if args.arms:
+        arms = tuple(a.strip() for a in args.arms.split(",") if a.strip())
+        if bad := [a for a in arms if a not in ARMS]:
+            ap.error(f"--arms: unknown arm(s) {bad}; known: {', '.join(ARMS)}")
+        shape = dataclasses.replace(shape, arms=arms)
     base = args.base or bundled_base()
     if not (base / "tokenizer.json").is_file() or not (base / "config.json").is_file():
         ap.error(f"--base {base}: no config.json and tokenizer.json there (make one with --export-base DIR)")
-    out = args.out or (Path(tempfile.gettempdir()) / "pools_experiment_gpu_tiny.md" if args.tiny
+    out = args.out or (Path(tempfile.gettempdir()) / "pools_experiment_gpu_tiny.md" if shape is TINY
                        else ROOT / "bench/results/pools_experiment_gpu.md")
     began = time.monotonic()
     say(f"device {args.device}; {machine(args.device)}; project modules: {IMPORTS}")
@@ -771,7 +946,12 @@ def main(argv: list[str] | None = None) -> int:
     def record(runs: list[Run], scorer: Scorer) -> None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(report(shape, runs, machine(args.device), time.monotonic() - began, scorer, base))
-        say(f"wrote {out} ({time.monotonic() - began:.0f} s)")
+        out.with_suffix(".json").write_text(json.dumps({"shape": dataclasses.asdict(shape), "gate": gate(runs),
+                                                        "read_outs": [c for a, b in COMPARISONS
+                                                                      if (c := paired_final(runs, a, b))],
+                                                        "runs": [dataclasses.asdict(r) for r in runs]}, indent=1))
+        plot(shape, runs, out.with_suffix(".png"))
+        say(f"wrote {out} and its .json and .png ({time.monotonic() - began:.0f} s)")
 
     with tempfile.TemporaryDirectory(prefix="gpu-pools-") as tmp:
         experiment(shape, base, args.device, Path(tmp), args.budget_s, args.workers, record)

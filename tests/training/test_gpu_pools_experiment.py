@@ -5,6 +5,8 @@ lent machine has (msgspec, nats, docker, tomli_w and httpx made unimportable).""
 from __future__ import annotations
 
 import importlib.util
+import json
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -70,9 +72,15 @@ def test_the_dry_run_without_the_bus_packages_writes_every_arm(smollm2_folder, t
     text = out.read_text()
     assert "in-process scorer, not the project's Docker verifier" in text
     assert "seeds run: 2 of 2" in text
-    for arm in ("static", "flywheel", "both"):
+    for arm in bench.ARMS:
         assert f"| {arm} | 0 | 0 | 0.0 |" in text and f"| {arm} | 2 | 16 |" in text  # before and after 2 waves
     assert "| flywheel | 2 |" in text.split("Gain over the static pool")[1]
+    read_outs = text.split("## Read-outs at the last point")[1]
+    for arm, baseline in bench.COMPARISONS:
+        assert f"| {arm} | {baseline} | 2 |" in read_outs
+    assert "Gate: oracle - static = " in read_outs
+    assert out.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
+    assert {r["arm"] for r in json.loads(out.with_suffix(".json").read_text())["runs"]} == set(bench.ARMS)
     assert "## Proposer reward r_P over rounds (`both`)" in text and "| 1 |" in text.split("r_P over rounds")[1]
     commands = int(text.split("distinct commands run")[0].rsplit("; ", 1)[1])
     assert commands > 0  # the bootstrapped policy answered with fenced commands that ran
@@ -89,3 +97,56 @@ def test_a_scorer_that_cannot_run_commands_stops_the_run(monkeypatch):
     monkeypatch.setattr(bench, "_run_command", lambda command, workdir: None)
     with pytest.raises(RuntimeError, match="reference solution 0.0"):
         bench.check_scorer(bench.TINY)
+
+
+def _experiment(**shape) -> "bench.Experiment":
+    """An Experiment whose policy is never loaded: the arms' choices alone are tested."""
+    return bench.Experiment(bench.Shape(**shape), Path("/nonexistent"), "cpu", bench.Scorer(workers=1))
+
+
+def test_weighted_sampling_draws_instances_without_a_spread_less():
+    exp = _experiment(groups_per_wave=1)
+    solved, open_ = Instance("ladder", Params(1, 1)), Instance("ladder", Params(3, 2))
+    seen = {solved: [1.0] * 4, open_: [0.0, 1.0, 0.0, 1.0]}
+    rng = random.Random(0)
+    picks = [exp.weighted_pick([solved, open_], seen, rng)[0] for _ in range(2000)]
+    share = picks.count(open_) / len(picks)
+    assert share == pytest.approx(1 / 1.1, abs=0.03)  # weights 1 and buffer_weight 0.1
+    uniform = [exp.uniform_pick([solved, open_], rng)[0] for _ in range(2000)]
+    assert uniform.count(open_) / len(uniform) == pytest.approx(0.5, abs=0.05)
+
+
+def test_the_oracle_trains_where_the_heldout_pass_rate_is_nearest_one_half(monkeypatch):
+    exp = _experiment(families=("ladder",), max_difficulty=0, groups_per_wave=4)
+    rates = {"ladder/d1": 1.0, "ladder/d2": 0.9, "ladder/d3": 0.6, "ladder/d4": 0.4, "ladder/d5": 0.1}
+    monkeypatch.setattr(exp, "heldout_rates", lambda policy, seed: ([0.0] * len(exp.held), rates))
+    run = bench.Run("oracle", 0)
+    assert exp.frontier(None, run, 1) == {"ladder": 3}  # 0.6 and 0.4 tie: the lower difficulty
+    assert run.frontier == [3] and run.selection_rollouts == len(exp.held) * exp.shape.eval_k
+    picked = exp.at_frontier({"ladder": 3}, random.Random(1))
+    assert len(picked) == 4 and {i.params.difficulty for i in picked} == {3}
+    assert len({i.params.seed for i in picked}) == 4 and not set(picked) & set(exp.held)  # fresh, never held out
+
+
+def test_the_blind_flywheel_moves_by_a_coin_whatever_the_pass_rate():
+    exp = _experiment(families=("ladder",))
+    parents = [Instance("ladder", Params(5, s)) for s in range(60)]
+    solved = {p: [1.0] * 4 for p in parents}  # the planner would make every child harder
+    informed = exp.moved(parents, solved, random.Random(2))
+    blind = exp.moved(parents, solved, random.Random(2), blind=True)
+    assert {c.params.difficulty for c in informed} == {6}
+    moves = [c.params.difficulty for c in blind]
+    assert set(moves) == {4, 6} and 15 < moves.count(4) < 45
+
+
+def _runs(arm: str, finals: list[float]) -> list:
+    return [bench.Run(arm, seed, heldout=[0.2, v]) for seed, v in enumerate(finals)]
+
+
+def test_the_gate_passes_only_at_twice_the_detectable_difference():
+    static = _runs("static", [0.30, 0.32, 0.31, 0.29, 0.30, 0.31])
+    clear = bench.gate(static + _runs("oracle", [0.50, 0.53, 0.52, 0.49, 0.51, 0.50]))
+    assert clear["passed"] and clear["difference"] == pytest.approx(0.2, abs=0.01)
+    noisy = bench.gate(static + _runs("oracle", [0.50, 0.20, 0.45, 0.25, 0.60, 0.30]))
+    assert not noisy["passed"] and noisy["difference"] > 0 and noisy["difference"] < 2 * noisy["detectable"]
+    assert bench.gate(static) is None  # no oracle run: no gate to read
