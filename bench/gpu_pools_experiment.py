@@ -150,8 +150,10 @@ true frontier, read from the held-out set (the positive control: it must beat ``
 any flywheel number is read); ``flywheel``: the planner's direction; ``blind``: the flywheel's
 rounds and calibration spend with a random direction (the no-feedback ablation); ``both``: the
 flywheel with the policy choosing difficulties, its proposer updates on an optimizer of their own."""
-ORACLE_BAND = 0.5
-"""The oracle trains where held-out pass rate is nearest this: all-or-nothing groups spread most there."""
+MASTERED = 0.9
+"""The oracle's frontier is the lowest difficulty whose held-out mean reward is below this (the
+top where none is). Nearest 0.5 was the first rule: once the policy fell to 1.0 on the first
+levels and 0 above, the tie went to a mastered level and the oracle trained where nothing varies."""
 APP = re.compile(r"(?<![\w./-])/app(?![\w.-])")
 """The task's working directory in the image, as the commands and the tests name it."""
 COMMAND_TIMEOUT_S = 5.0
@@ -510,16 +512,17 @@ class Experiment:
         return [order[g % len(order)] for g in range(self.shape.groups_per_wave)] if pool else []
 
     def frontier(self, policy: Policy, run: Run, wave: int) -> dict[str, int]:
-        """Per family, the difficulty whose held-out pass rate is nearest ``ORACLE_BAND`` (the
-        lowest of equals): what the oracle trains on until its next reading. Its attempts are
-        counted with the selection rollouts."""
+        """Per family, the lowest difficulty not yet mastered on the held-out set (``MASTERED``):
+        what the oracle trains on until its next reading. Its attempts are counted with the
+        selection rollouts."""
         _, by_level = self.heldout_rates(policy, _seed(run.seed, "frontier", wave))
         run.selection_rollouts += len(self.held) * self.shape.eval_k
-        best: dict[str, tuple[float, int]] = {}
+        levels: dict[str, list[tuple[int, float]]] = {}
         for key, rate in by_level.items():
             family, d = key.rsplit("/d", 1)
-            best[family] = min(best.get(family, (2.0, 0)), (abs(rate - ORACLE_BAND), int(d)))
-        found = {family: d for family, (_, d) in best.items()}
+            levels.setdefault(family, []).append((int(d), rate))
+        found = {family: next((d for d, rate in sorted(got) if rate < MASTERED), max(got)[0])
+                 for family, got in levels.items()}
         run.frontier.append(found[self.shape.families[0]])
         return found
 
@@ -914,6 +917,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="tiny: the CPU dry run (minutes on 2 cores); ladder: issue 48's setting")
     ap.add_argument("--tiny", action="store_true", help="the same as --shape tiny")
     ap.add_argument("--arms", help="override the shape's arms (comma-separated)")
+    ap.add_argument("--lr", type=float, help="override the shape's learning rate")
+    ap.add_argument("--waves", type=int, help="override the shape's training waves")
     ap.add_argument("--out", type=Path, help="markdown record (default bench/results/pools_experiment_gpu.md; "
                                              "with --tiny, the temp folder)")
     ap.add_argument("--base", type=Path, help="transformers folder with the base model's config and tokenizer "
@@ -930,6 +935,10 @@ def main(argv: list[str] | None = None) -> int:
     shape = SHAPES["tiny" if args.tiny else args.shape]
     if args.seeds:
         shape = dataclasses.replace(shape, seeds=args.seeds)
+    if args.lr:
+        shape = dataclasses.replace(shape, lr=args.lr)
+    if args.waves:
+        shape = dataclasses.replace(shape, waves=args.waves)
     if args.arms:
         arms = tuple(a.strip() for a in args.arms.split(",") if a.strip())
         if bad := [a for a in arms if a not in ARMS]:

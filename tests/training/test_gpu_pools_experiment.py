@@ -116,13 +116,18 @@ def test_weighted_sampling_draws_instances_without_a_spread_less():
     assert uniform.count(open_) / len(uniform) == pytest.approx(0.5, abs=0.05)
 
 
-def test_the_oracle_trains_where_the_heldout_pass_rate_is_nearest_one_half(monkeypatch):
+@pytest.mark.parametrize(("rates", "frontier"), [
+    ({1: 1.0, 2: 0.95, 3: 0.6, 4: 0.4, 5: 0.1}, 3),
+    ({1: 1.0, 2: 1.0, 3: 0.0, 4: 0.0, 5: 0.0}, 3),  # the lowest unmastered, even where nothing passes yet
+    ({1: 1.0, 2: 1.0, 3: 0.95, 4: 0.9, 5: 0.92}, 5),  # all mastered: the top
+])
+def test_the_oracle_trains_at_the_lowest_difficulty_not_yet_mastered(monkeypatch, rates, frontier):
     exp = _experiment(families=("ladder",), max_difficulty=0, groups_per_wave=4)
-    rates = {"ladder/d1": 1.0, "ladder/d2": 0.9, "ladder/d3": 0.6, "ladder/d4": 0.4, "ladder/d5": 0.1}
-    monkeypatch.setattr(exp, "heldout_rates", lambda policy, seed: ([0.0] * len(exp.held), rates))
+    by_level = {f"ladder/d{d}": r for d, r in rates.items()}
+    monkeypatch.setattr(exp, "heldout_rates", lambda policy, seed: ([0.0] * len(exp.held), by_level))
     run = bench.Run("oracle", 0)
-    assert exp.frontier(None, run, 1) == {"ladder": 3}  # 0.6 and 0.4 tie: the lower difficulty
-    assert run.frontier == [3] and run.selection_rollouts == len(exp.held) * exp.shape.eval_k
+    assert exp.frontier(None, run, 1) == {"ladder": frontier}
+    assert run.frontier == [frontier] and run.selection_rollouts == len(exp.held) * exp.shape.eval_k
     picked = exp.at_frontier({"ladder": 3}, random.Random(1))
     assert len(picked) == 4 and {i.params.difficulty for i in picked} == {3}
     assert len({i.params.seed for i in picked}) == 4 and not set(picked) & set(exp.held)  # fresh, never held out
