@@ -501,15 +501,14 @@ class Experiment:
     def uniform_pick(self, pool: list[Instance], rng: random.Random) -> list[Instance]:
         """``groups_per_wave`` pool instances, uniform, without replacement while the pool allows
         (as the wave planner samples)."""
-        order = rng.sample(pool, len(pool))
-        return [order[g % len(order)] for g in range(self.shape.groups_per_wave)] if pool else []
+        return _cycle(rng.sample(pool, len(pool)), self.shape.groups_per_wave) if pool else []
 
     def weighted_pick(self, pool: list[Instance], seen: dict, rng: random.Random) -> list[Instance]:
         """As ``uniform_pick``, each instance weighted ``buffer_weight`` where its last group all
         passed or all failed (weighted sampling without replacement: keys u ** (1 / w))."""
         weight = {i: self.shape.buffer_weight if i in seen and not has_signal(seen[i]) else 1.0 for i in pool}
         order = sorted(pool, key=lambda i: -rng.random() ** (1.0 / weight[i]))
-        return [order[g % len(order)] for g in range(self.shape.groups_per_wave)] if pool else []
+        return _cycle(order, self.shape.groups_per_wave) if pool else []
 
     def frontier(self, policy: Policy, run: Run, wave: int) -> dict[str, int]:
         """Per family, the lowest difficulty not yet mastered on the held-out set (``MASTERED``):
@@ -528,9 +527,8 @@ class Experiment:
 
     def at_frontier(self, frontier: dict[str, int], rng: random.Random) -> list[Instance]:
         """``groups_per_wave`` fresh instances at each family's frontier, the families in turn."""
-        names = list(self.shape.families)
         return [Instance(f, Params(frontier[f], rng.randrange(pools.POOL_SEEDS)))
-                for f in (names[g % len(names)] for g in range(self.shape.groups_per_wave))]
+                for f in _cycle(list(self.shape.families), self.shape.groups_per_wave)]
 
     def wave(self, policy: Policy, run: Run, picked: list[Instance], seen: dict, wave: int) -> None:
         """``group_size`` attempts at each of ``picked``, one update on the groups with a spread."""
@@ -728,7 +726,7 @@ def report(shape: Shape, runs: list[Run], machine: str, seconds: float, scorer: 
             diffs = [by[(arm, s)].heldout[j] - by[("static", s)].heldout[j] for s in seeds
                      if (arm, s) in by and ("static", s) in by]
             lines.append(f"| {arm} | {w} | {statistics.fmean(diffs):+.3f} | {_ci(diffs, None)} |")
-    lines += comparisons(runs, seeds, points)
+    lines += comparisons(runs)
     lines += by_difficulty(runs, arms, points)
     lines += ["", "## Training groups with a learning signal (a reward spread)", "",
               "Pooled over seeds; 95% Wilson interval. Selection rollouts: solver attempts spent on reviews and "
@@ -768,18 +766,12 @@ COMPARISONS = (("oracle", "static"), ("weighted", "static"), ("flywheel", "stati
 """The read-outs, in order; the first is the gate: the positive control against the fixed pool."""
 
 
-def paired_final(runs: list[Run], arm: str, baseline: str, j: int = -1) -> dict | None:
-    """``arm`` minus ``baseline`` in held-out mean reward at point ``j``, seed by seed: mean, 95%
-    t interval and sd over seeds, and the smallest difference that many seeds detect at that sd
-    (80% power, ``aes_ops.power``); None where fewer than 2 seeds ran both."""
+def paired_final(runs: list[Run], arm: str, baseline: str) -> dict | None:
+    """``arm`` minus ``baseline`` in held-out mean reward at the last point, seed by seed
+    (``aes_ops.power.paired_summary``); None where fewer than 2 seeds ran both."""
     base = {r.seed: r for r in runs if r.arm == baseline}
-    diffs = [r.heldout[j] - base[r.seed].heldout[j] for r in runs if r.arm == arm and r.seed in base]
-    if len(diffs) < 2:
-        return None
-    sd = statistics.stdev(diffs)
-    ci = t_interval(diffs, bounds=(-1.0, 1.0))
-    return {"arm": arm, "baseline": baseline, "seeds": len(diffs), "difference": statistics.fmean(diffs),
-            "ci95": list(ci) if ci else None, "sd": sd, "detectable": power.detectable(sd, len(diffs))}
+    diffs = [r.heldout[-1] - base[r.seed].heldout[-1] for r in runs if r.arm == arm and r.seed in base]
+    return {"arm": arm, "baseline": baseline, **power.paired_summary(diffs)} if len(diffs) > 1 else None
 
 
 def gate(runs: list[Run]) -> dict | None:
@@ -788,7 +780,7 @@ def gate(runs: list[Run]) -> dict | None:
     return None if got is None else {**got, "passed": got["difference"] >= 2 * got["detectable"]}
 
 
-def comparisons(runs: list[Run], seeds: list[int], points: list[int]) -> list[str]:
+def comparisons(runs: list[Run]) -> list[str]:
     lines = ["", "## Read-outs at the last point, paired by seed", "",
              "Held-out mean reward, arm minus baseline, per seed; mean, 95% t interval and sd over seeds (intervals "
              "over runs, not groups); detectable: the smallest difference these seeds detect at that sd with 80% "
@@ -932,7 +924,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.export_base:
         say(f"wrote {export_base(args.export_base)}")
         return 0
-    shape = SHAPES["tiny" if args.tiny else args.shape]
+    name = "tiny" if args.tiny else args.shape
+    shape = SHAPES[name]
     if args.seeds:
         shape = dataclasses.replace(shape, seeds=args.seeds)
     if args.lr:
@@ -947,7 +940,7 @@ def main(argv: list[str] | None = None) -> int:
     base = args.base or bundled_base()
     if not (base / "tokenizer.json").is_file() or not (base / "config.json").is_file():
         ap.error(f"--base {base}: no config.json and tokenizer.json there (make one with --export-base DIR)")
-    out = args.out or (Path(tempfile.gettempdir()) / "pools_experiment_gpu_tiny.md" if shape is TINY
+    out = args.out or (Path(tempfile.gettempdir()) / "pools_experiment_gpu_tiny.md" if name == "tiny"
                        else ROOT / "bench/results/pools_experiment_gpu.md")
     began = time.monotonic()
     say(f"device {args.device}; {machine(args.device)}; project modules: {IMPORTS}")

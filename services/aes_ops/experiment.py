@@ -405,10 +405,7 @@ def paired(runs: list[RunResult], arm: str, baseline: str) -> list[dict]:
         diffs = [r.points[i].mean_reward - base[r.seed].points[i].mean_reward for r in mine
                  if i < len(r.points) and i < len(base[r.seed].points)
                  and None not in (r.points[i].mean_reward, base[r.seed].points[i].mean_reward)]
-        sd = statistics.stdev(diffs) if len(diffs) > 1 else None
-        rows.append({"wave": p.wave, "training_rollouts": p.training_rollouts, "seeds": len(diffs), "difference": statistics.fmean(diffs) if diffs else None,
-                     "ci95": list(ci) if (ci := t_interval(diffs, bounds=(-1.0, 1.0))) else None, "sd": sd,
-                     "detectable": power.detectable(sd, len(diffs)) if sd is not None else None})
+        rows.append({"wave": p.wave, "training_rollouts": p.training_rollouts, **power.paired_summary(diffs)})
     return rows
 
 

@@ -24,7 +24,7 @@ import math
 import statistics
 from collections.abc import Sequence
 
-from aes_ops.evaluation import t_quantile
+from aes_ops.evaluation import t_interval, t_quantile
 
 MAX_SEEDS = 10_000
 
@@ -41,6 +41,17 @@ def detectable(sd: float, seeds: int, alpha: float = 0.05, power: float = 0.8) -
     if seeds < 2:
         return math.inf
     return (t_quantile(1 - alpha / 2, seeds - 1) + t_quantile(power, seeds - 1)) * sd / math.sqrt(seeds)
+
+
+def paired_summary(diffs: Sequence[float]) -> dict:
+    """Per-seed paired differences summarised: their number, mean, 95% t interval (clipped to
+    [-1, 1]), sd, and the smallest difference that many seeds detect at that sd (``detectable``);
+    each None where the differences are too few for it."""
+    sd = statistics.stdev(diffs) if len(diffs) > 1 else None
+    ci = t_interval(diffs, bounds=(-1.0, 1.0))
+    return {"seeds": len(diffs), "difference": statistics.fmean(diffs) if diffs else None,
+            "ci95": list(ci) if ci else None, "sd": sd,
+            "detectable": detectable(sd, len(diffs)) if sd is not None else None}
 
 
 def seeds_needed(sd: float, delta: float = 0.1, alpha: float = 0.05, power: float = 0.8) -> int:

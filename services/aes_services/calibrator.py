@@ -24,9 +24,9 @@ from aes_lib import faults
 from aes_lib.agents.solver import publish_rollout
 from aes_lib.agents.trajectory import load_trajectory
 from aes_lib.flywheel.calibrate import DIAGNOSTIC, Calibration, calibrate
-from aes_lib.gate import enforced
 from aes_lib.flywheel.revision import (AuditNote, RolloutEvidence, audited, feedback_text, revision_assignment,
                                        sends_back)
+from aes_lib.gate import enforced
 from aes_lib.models import chat_client
 from aes_lib.review.audit import Audit, AuditSettings, audit_task
 from aes_lib.runners.rollouts import cached, cached_audit

@@ -72,7 +72,7 @@ def test_a_lesson_is_the_instance_it_names():
 async def test_one_wrong_separator_scores_zero_through_the_verifier(tmp_path, images, wrong_step):
     params = Params(4, 21)
     root = families.write_instance(LADDER, params, tmp_path / "task")
-    values = Ladder.values(4, LADDER.rng(params))
+    values = Ladder.values(4)
     lines = Ladder.entries(values, wrong=frozenset({wrong_step}))
     result = await run_trial(Task.load(root), ShellAgent(f"printf '%s\\n' {' '.join(lines)} > /app/answer.txt"),
                              images, labels={"aes.managed": "1", "aes.test": f"ladder-{uuid.uuid4().hex[:8]}"})

@@ -89,11 +89,7 @@ class Family(ABC):
     def instance(self, params: Params) -> TaskSpec:
         """The task for ``params``; the same parameters always give the same task."""
         p = self.check(params)
-        return self.spec(p.difficulty, self.rng(p))
-
-    def rng(self, params: Params) -> random.Random:
-        """The draws of the instance ``params`` (one per call, from its start)."""
-        return random.Random(f"{self.name}/{params.difficulty}/{params.seed}")
+        return self.spec(p.difficulty, random.Random(f"{self.name}/{p.difficulty}/{p.seed}"))
 
     def lesson(self, seed: int, levels: int, near_miss_share: float, draw: random.Random,
                miss: random.Random) -> tuple[str, str]:
