@@ -6,7 +6,7 @@ Three arms from one starting policy, per seed, under the same training rollouts:
 * ``flywheel``: starts from each family's easiest (``pools.flywheel_start``); every round the pool is
   reviewed (k solver attempts per instance, retired out of the calibration band, as the pool
   review does), then parents are picked farthest from the band centre first (the planner's order),
-  each child moved one difficulty step by the parent's observed pass rate (``planner.direction``,
+  each child moved a difficulty step by the parent's observed pass rate (``planner.direction``,
   ``families.moved``: easier when it fails, harder when it is solved), calibrated with
   ``CalibrationRule`` (4 attempts, 8 near a band edge) and admitted in the band [0.25, 0.75];
   a full pool drops its oldest (``flywheel.pool.admit``'s rule);
@@ -199,7 +199,7 @@ class Shape:
 LADDER = Shape(families=("ladder",), max_difficulty=0, seeds=12, arms=("static", "oracle", "weighted", "flywheel",
                                                                         "blind"),
                 waves=16, groups_per_wave=8, group_size=8, heldout_per_difficulty=8, eval_k=2, static_pool_size=40,
-                start_per_family=4, max_tokens=80,
+                start_per_family=4, max_tokens=80, frontier_every=4,
                 policy=bootstrap_policy.PolicySpec(examples=1024, levels=2, steps=800))
 """The ladder (issue 48): 10 difficulties, each one more step the start has seen both ways, all
 or nothing; the start solves difficulties 1-2. The static pool holds 4 instances per difficulty."""
@@ -241,10 +241,16 @@ class Sample:
 
 
 def start_policy(base: Path, shape: Shape, dest: Path, device: str) -> Path:
-    """The supervised start every arm shares (written once under ``dest``): the solver's
-    examples and the parametric proposer's prompt, as ``aes experiment pools`` teaches them."""
-    if not (dest / "config.json").is_file():
-        bootstrap_policy.bootstrap(base, dest, list(shape.families), shape.policy, device=device)
+    """The supervised start every arm shares (written once under ``dest``, reused when ``dest``
+    holds one made from the same recipe): the solver's examples and the parametric proposer's
+    prompt, as ``aes experiment pools`` teaches them."""
+    names = list(shape.families)
+    if bootstrap_policy.made_from(dest, names, shape.policy):
+        return dest
+    if dest.is_dir() and any(dest.iterdir()):
+        raise SystemExit(f"{dest} holds something other than this shape's bootstrap "
+                         f"({bootstrap_policy.RECIPE} differs or is missing): name an empty folder")
+    bootstrap_policy.bootstrap(base, dest, names, shape.policy, device=device)
     return dest
 
 
@@ -512,10 +518,14 @@ class Experiment:
 
     def frontier(self, policy: Policy, run: Run, wave: int) -> dict[str, int]:
         """Per family, the lowest difficulty not yet mastered on the held-out set (``MASTERED``):
-        what the oracle trains on until its next reading. Its attempts are counted with the
-        selection rollouts."""
-        _, by_level = self.heldout_rates(policy, _seed(run.seed, "frontier", wave))
-        run.selection_rollouts += len(self.held) * self.shape.eval_k
+        what the oracle trains on until its next reading. It is the evaluation just made where one
+        was (every arm pays for that), else a reading of its own, counted with the selection
+        rollouts."""
+        if run.updates_at and run.updates_at[-1] == policy.updates:  # no update since the last evaluation
+            by_level = run.by_difficulty[-1]
+        else:
+            _, by_level = self.heldout_rates(policy, _seed(run.seed, "frontier", wave))
+            run.selection_rollouts += len(self.held) * self.shape.eval_k
         levels: dict[str, list[tuple[int, float]]] = {}
         for key, rate in by_level.items():
             family, d = key.rsplit("/d", 1)
@@ -598,13 +608,14 @@ class Experiment:
 
     def moved(self, parents: list[Instance], seen: dict, rng: random.Random,
               blind: bool = False) -> list[Instance | None]:
-        """The procedural proposer: each parent one step easier or harder by its pass rate, or
-        (``blind``) by a coin."""
+        """The procedural proposer: each parent easier or harder by its pass rate, or (``blind``)
+        by a coin; the step is ``families.moved``'s (two from a parent with no spread)."""
         out: list[Instance | None] = []
         for p in parents:
             f = families.get(p.family)
-            way = rng.choice(("easier", "harder")) if blind else direction(_rate(seen, p, None))
-            out.append(Instance(p.family, families.moved(f, p.params, way, rng.randrange(pools.POOL_SEEDS))))
+            rate = _rate(seen, p, None)
+            way = rng.choice(("easier", "harder")) if blind else direction(rate)
+            out.append(Instance(p.family, families.moved(f, p.params, way, rng.randrange(pools.POOL_SEEDS), rate)))
         return out
 
     def proposed(self, policy: Policy, run: Run, parents: list[Instance], seen: dict, rng: random.Random,
@@ -873,14 +884,14 @@ def export_base(dest: Path) -> Path:
     return dest
 
 
-def experiment(shape: Shape, base: Path, device: str, workdir: Path, budget_s: float, workers: int,
+def experiment(shape: Shape, base: Path, device: str, policy_dir: Path, budget_s: float, workers: int,
                after_seed: Callable[[list[Run], Scorer], None]) -> None:
     """Seed after seed, every arm, while the budget allows another seed; ``after_seed`` records
     what has run (a run cut short by its caller's timeout keeps the seeds before)."""
     began = time.monotonic()
     check_scorer(shape)
     say(f"bootstrapping the starting policy ({shape.policy.steps} supervised steps)")
-    policy_dir = start_policy(base, shape, workdir / "policy", device)
+    start_policy(base, shape, policy_dir, device)
     say(f"  done in {time.monotonic() - began:.0f} s")
     scorer = Scorer(workers)
     exp = Experiment(shape, policy_dir, device, scorer)
@@ -918,6 +929,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--export-base", type=Path, metavar="DIR", help="write the bundled model's config and tokenizer "
                                                                     "to DIR (to carry to a lent GPU) and exit")
     ap.add_argument("--seeds", type=int, help="override the shape's seeds")
+    ap.add_argument("--policy", type=Path, metavar="DIR", help="the starting policy's folder: reused when it holds "
+                                                               "this shape's bootstrap, else bootstrapped into "
+                                                               "(default: a temp folder)")
     ap.add_argument("--budget-s", type=float, default=420.0, help="start no seed that would end past this (0: none)")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 2, help="scorer threads")
     args = ap.parse_args(argv)
@@ -956,7 +970,7 @@ def main(argv: list[str] | None = None) -> int:
         say(f"wrote {out} and its .json and .png ({time.monotonic() - began:.0f} s)")
 
     with tempfile.TemporaryDirectory(prefix="gpu-pools-") as tmp:
-        experiment(shape, base, args.device, Path(tmp), args.budget_s, args.workers, record)
+        experiment(shape, base, args.device, args.policy or Path(tmp) / "policy", args.budget_s, args.workers, record)
     return 0
 
 

@@ -61,11 +61,11 @@ def _history(env_id: str, rewards: list[float]) -> EnvHistory:
 
 async def test_the_planners_directions_move_the_parameters_and_clamp(tmp_path):
     """Pool entries the solver fails get easier children, ones it passes harder ones, by one
-    step and never past the family's range."""
+    step, by two where every attempt failed or passed, and never past the family's range."""
     store = FileBlobStore(tmp_path / "blobs")
     f = families.get("echo-words")
     cases = [  # (difficulty, solver's rewards, child difficulty)
-        (4, [0.0, 0.1, 0.0], 3), (4, [1.0, 0.9, 1.0], 5),
+        (4, [0.0, 0.1, 0.0], 3), (4, [1.0, 0.9, 1.0], 5), (4, [0.0, 0.0, 0.0], 2), (3, [1.0, 1.0], 5),
         (f.min_difficulty, [0.0, 0.0], f.min_difficulty), (f.max_difficulty, [1.0, 1.0], f.max_difficulty),
     ]
     entries, stats, expect = [], {}, {}

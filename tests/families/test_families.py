@@ -94,14 +94,17 @@ def test_instructions_state_what_the_tests_check(tmp_path):
     assert f"`{expected[::-1]}`" in rev.instruction and len(expected) == 6
 
 
-@pytest.mark.parametrize(("start", "direction", "expected"), [
-    (3, "harder", 4), (3, "easier", 2), (3, "new", 3), (3, "revise", 3),
-    (8, "harder", 8), (1, "easier", 1),  # clamped at the family's bounds
+@pytest.mark.parametrize(("start", "direction", "pass_rate", "expected"), [
+    (3, "harder", None, 4), (3, "easier", None, 2), (3, "new", None, 3), (3, "revise", None, 3),
+    (3, "harder", 0.75, 4), (3, "easier", 0.25, 2),
+    # no spread on the parent: the band is beyond one step, so two
+    (3, "harder", 1.0, 5), (5, "easier", 0.0, 3), (3, "new", 1.0, 3),
+    (8, "harder", None, 8), (1, "easier", None, 1), (7, "harder", 1.0, 8), (2, "easier", 0.0, 1),  # clamped
 ])
-def test_planner_directions_move_the_difficulty_and_clamp(start, direction, expected):
+def test_planner_directions_move_the_difficulty_and_clamp(start, direction, pass_rate, expected):
     f = families.get("echo-words")
     assert (f.min_difficulty, f.max_difficulty) == (1, 8)
-    child = families.moved(f, Params(start, 0), direction, seed=42)
+    child = families.moved(f, Params(start, 0), direction, seed=42, pass_rate=pass_rate)
     assert child == Params(expected, 42)
 
 

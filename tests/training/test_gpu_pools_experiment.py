@@ -9,6 +9,7 @@ import json
 import random
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -133,15 +134,32 @@ def test_the_oracle_trains_at_the_lowest_difficulty_not_yet_mastered(monkeypatch
     assert len({i.params.seed for i in picked}) == 4 and not set(picked) & set(exp.held)  # fresh, never held out
 
 
+def test_the_oracle_reads_its_frontier_from_an_evaluation_of_the_same_weights(monkeypatch):
+    """Where the last evaluation saw the weights the oracle is about to train, its frontier is
+    that evaluation's (no rollouts of its own); after an update it reads the held-out set again."""
+    exp = _experiment(families=("ladder",), max_difficulty=0)
+    own = {f"ladder/d{d}": 0.0 for d in range(1, 11)}
+    monkeypatch.setattr(exp, "heldout_rates", lambda policy, seed: ([0.0] * len(exp.held), own))
+    run = bench.Run("oracle", 0, by_difficulty=[{"ladder/d1": 1.0, "ladder/d2": 0.5}], updates_at=[3])
+    assert exp.frontier(types.SimpleNamespace(updates=3), run, 5) == {"ladder": 2}
+    assert run.selection_rollouts == 0
+    assert exp.frontier(types.SimpleNamespace(updates=4), run, 7) == {"ladder": 1}
+    assert run.selection_rollouts == len(exp.held) * exp.shape.eval_k
+
+
 def test_the_blind_flywheel_moves_by_a_coin_whatever_the_pass_rate():
     exp = _experiment(families=("ladder",))
     parents = [Instance("ladder", Params(5, s)) for s in range(60)]
-    solved = {p: [1.0] * 4 for p in parents}  # the planner would make every child harder
+    solved = {p: [1.0, 1.0, 0.0, 1.0] for p in parents}  # the planner would make every child harder
     informed = exp.moved(parents, solved, random.Random(2))
     blind = exp.moved(parents, solved, random.Random(2), blind=True)
     assert {c.params.difficulty for c in informed} == {6}
     moves = [c.params.difficulty for c in blind]
     assert set(moves) == {4, 6} and 15 < moves.count(4) < 45
+    # With no spread both take the longer step; only the direction differs.
+    mastered = {p: [1.0] * 4 for p in parents}
+    assert {c.params.difficulty for c in exp.moved(parents, mastered, random.Random(2))} == {7}
+    assert {c.params.difficulty for c in exp.moved(parents, mastered, random.Random(2), blind=True)} == {3, 7}
 
 
 def _runs(arm: str, finals: list[float]) -> list:

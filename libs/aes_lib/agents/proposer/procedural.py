@@ -56,7 +56,7 @@ def write_child(family: families.Family, params: families.Params, tmp: Path) -> 
 def _write(a: Assignment, store, tmp: Path, traj: Trajectory) -> PackedBundle:
     base = base_instance(a, store, tmp)
     family = families.get(base.family)
-    params = families.moved(family, base.params, a.direction, child_seed(a))
+    params = families.moved(family, base.params, a.direction, child_seed(a), a.pass_rate)
     traj.instruction = (f"{family.name}: difficulty {base.params.difficulty} -> {params.difficulty} "
                         f"({a.direction}), seed {params.seed}")
     return write_child(family, params, tmp)
