@@ -11,7 +11,7 @@ import pytest
 from aes_lib import families
 from aes_lib.bundle import Task
 from aes_lib.families import Params
-from aes_lib.families.builtin import LADDER_KEYS, Ladder
+from aes_lib.families.builtin import LADDER_STEPS, Ladder
 from aes_lib.sandbox.trial import run_trial
 from aes_ops.bootstrap_policy import PolicySpec, examples
 from scripted import ShellAgent
@@ -20,15 +20,16 @@ LADDER = families.get("ladder")
 
 
 def _lines(command: str) -> list[str]:
-    """The lines a ladder command writes (``printf '%s\\n' a=1 b:2 > /app/answer.txt``)."""
+    """The lines a ladder command writes (``printf '%s\\n' alpha=red bravo=dog > /app/answer.txt``)."""
     return command.split("' ", 1)[1].rsplit(" >", 1)[0].split()
 
 
-def test_each_step_states_its_own_separator_and_no_one_separator_fits_all():
+def test_each_step_chooses_between_two_words_of_its_own():
     task = LADDER.instance(Params(LADDER.max_difficulty, 3))
     lines = _lines(task.solution)
-    assert [line.rstrip("0123456789")[:-1] for line in lines] == list(LADDER_KEYS)
-    assert {line[len(key)] for line, key in zip(lines, LADDER_KEYS)} == {"=", ":"}
+    assert lines == [f"{key}={word}" for key, word, _ in LADDER_STEPS]
+    words = [w for _, word, other in LADDER_STEPS for w in (word, other)]
+    assert len(set(words)) == len(words)  # no token a step settles is another step's choice
     for line in lines:
         assert f"`{line}`" in task.instruction  # every requirement is stated
 
@@ -54,7 +55,8 @@ def test_lessons_keep_the_first_levels_right_and_show_every_later_step_both_ways
         for step, (line, right) in enumerate(zip(got, [s.rstrip("`") for s in stated])):
             shown[step] += 1
             wrong[step] += line != right
-            assert line.replace(":", "=") == right.replace(":", "="), (line, right)  # only the separator differs
+            key, word, other = LADDER_STEPS[step]
+            assert right == f"{key}={word}" and line in (right, f"{key}={other}"), (line, right)  # only the word differs
     assert difficulties == set(range(1, LADDER.max_difficulty + 1))
     assert wrong[:2] == [0, 0]
     for step in range(2, LADDER.max_difficulty):
@@ -69,12 +71,11 @@ def test_a_lesson_is_the_instance_it_names():
 
 @pytest.mark.docker
 @pytest.mark.parametrize("wrong_step", [0, 3])
-async def test_one_wrong_separator_scores_zero_through_the_verifier(tmp_path, images, wrong_step):
+async def test_one_wrong_word_scores_zero_through_the_verifier(tmp_path, images, wrong_step):
     params = Params(4, 21)
     root = families.write_instance(LADDER, params, tmp_path / "task")
-    values = Ladder.values(4)
-    lines = Ladder.entries(values, wrong=frozenset({wrong_step}))
+    lines = Ladder.entries(4, wrong=frozenset({wrong_step}))
     result = await run_trial(Task.load(root), ShellAgent(f"printf '%s\\n' {' '.join(lines)} > /app/answer.txt"),
                              images, labels={"aes.managed": "1", "aes.test": f"ladder-{uuid.uuid4().hex[:8]}"})
     assert result.reward == 0.0, result.log()
-    assert LADDER.instance(params).near_miss.count(":") != LADDER.instance(params).solution.count(":")
+    assert LADDER.instance(params).near_miss.endswith(f"gamma=south > {families.builtin.ANSWER}")

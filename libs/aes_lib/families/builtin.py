@@ -153,37 +153,36 @@ def test_no_other_files():
         )
 
 
-LADDER_KEYS = ("alpha", "bravo", "delta", "gamma", "kappa", "sigma", "omega", "theta", "lambda", "zeta")
-"""The ladder's steps in order: step i writes ``LADDER_KEYS[i]`` with its own separator."""
+LADDER_STEPS = (("alpha", "red", "blue"), ("bravo", "cat", "dog"), ("delta", "gold", "iron"),
+                ("gamma", "north", "south"), ("kappa", "left", "right"), ("sigma", "salt", "sugar"),
+                ("omega", "rain", "snow"), ("theta", "king", "lord"), ("lambda", "day", "night"),
+                ("zeta", "hot", "cold"))
+"""The ladder's steps in order: (key, the word asked for, the other word). Each step chooses between
+two words of its own. A first ladder had every step choose a separator (``=`` or ``:``,
+alternating): settling one step pushed its separator into the next and broke it (level 3 from
+0.58 to 0.96 took level 4 from 0.21 to 0.04), so the steps were not independent decisions."""
 
 
 def _printf(lines: list[str]) -> str:
     return f"printf '%s\\n' {' '.join(lines)} > {ANSWER}"
 
 
-def _ladder_sep(step: int, right: bool) -> str:
-    # Alternating, so that no one habit (always "=") is right for every step: each is its own decision.
-    return ("=", ":")[(step % 2) ^ (not right)]
-
-
 class Ladder(Family):
     name = "ladder"
-    summary = ("write one settings line per step, each step's key with its own separator, all or "
+    summary = ("write one settings line per step, each step's key with the word asked for, all or "
                "nothing (difficulty = steps): a level passes at about the product of its steps' rates")
-    max_difficulty = len(LADDER_KEYS)
+    max_difficulty = len(LADDER_STEPS)
 
     def spec(self, difficulty: int, rng: random.Random) -> TaskSpec:
-        del rng  # the seed changes no text: see ``values``
-        values = self.values(difficulty)
-        entries = self.entries(values)
+        del rng  # the seed changes no text: see ``entries``
+        entries = self.entries(difficulty)
         listing = "\n".join(f"{i}. `{e}`" for i, e in enumerate(entries, 1))
         return TaskSpec(
             instruction=f"Create the file `{ANSWER}` containing exactly these {difficulty} line(s), character for "
-                        f"character (mind each line's separator, `=` or `:`), in this order and nothing else:\n\n"
-                        f"{listing}\n",
-            description=f"Write {difficulty} settings line(s), each with its own separator, to a file.",
+                        f"character, in this order and nothing else:\n\n{listing}\n",
+            description=f"Write {difficulty} settings line(s) to a file.",
             solution=_printf(entries),
-            near_miss=_printf(self.entries(values, wrong=frozenset({difficulty - 1}))),  # the last step's separator
+            near_miss=_printf(self.entries(difficulty, wrong=frozenset({difficulty - 1}))),  # the last step's word
             tests=_tests("Every line exactly as listed: one test, so the reward is all or nothing.",
                          {"ENTRIES": entries}, _ANSWER_LINES + '''
 
@@ -193,17 +192,14 @@ def test_every_line():
         )
 
     @staticmethod
-    def values(difficulty: int) -> list[int]:
-        """Each step's digit, fixed: the seed changes no text. A pilot with a digit drawn per seed
-        found the 2-layer bootstrap copying it at chance (level 1 at 0.06), which buried the
-        steps' decisions under copying noise; the ladder measures which steps a policy settles,
-        not copying, so every instance of a level asks the same lines."""
-        return [(i + 1) % 10 for i in range(difficulty)]
-
-    @staticmethod
-    def entries(values: list[int], wrong: frozenset[int] = frozenset()) -> list[str]:
-        """Step i's line; the steps in ``wrong`` with the other separator."""
-        return [f"{LADDER_KEYS[i]}{_ladder_sep(i, i not in wrong)}{v}" for i, v in enumerate(values)]
+    def entries(difficulty: int, wrong: frozenset[int] = frozenset()) -> list[str]:
+        """The first ``difficulty`` steps' lines; the steps in ``wrong`` with their other word. The
+        words are fixed: the seed changes no text. A pilot with a digit drawn per seed found the
+        2-layer bootstrap copying it at chance (level 1 at 0.06), which buried the steps'
+        decisions under copying noise; the ladder measures which steps a policy settles, not
+        copying, so every instance of a level asks the same lines."""
+        return [f"{key}={other if i in wrong else word}"
+                for i, (key, word, other) in enumerate(LADDER_STEPS[:difficulty])]
 
     def lesson(self, seed: int, levels: int, near_miss_share: float, draw: random.Random,
                miss: random.Random) -> tuple[str, str]:
@@ -213,7 +209,7 @@ def test_every_line():
         about 2 ** -(d - levels) and RL can settle one step at a time."""
         d = draw.randint(self.min_difficulty, self.max_difficulty)
         wrong = frozenset(i for i in range(levels, d) if miss.random() < 0.5)
-        return self.instance(Params(d, seed)).instruction, _printf(self.entries(self.values(d), wrong))
+        return self.instance(Params(d, seed)).instruction, _printf(self.entries(d, wrong))
 
 
 BUILTIN: tuple[Family, ...] = (EchoWords(), ReverseText(), MakeFiles(), PickFirst(), Ladder())
