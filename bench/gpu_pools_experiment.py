@@ -254,12 +254,17 @@ def start_policy(base: Path, shape: Shape, dest: Path, device: str) -> Path:
     return dest
 
 
+ADAMW = {"weight_decay": 0.0, "eps": 1e-8}
+"""The learner's AdamW settings (``LearnerConfig``'s defaults; a test holds them equal): torch's
+own default decays weights by 0.01 a step, which the services' learner does not."""
+
+
 def load_policy(folder: Path, device: str, lr: float) -> Policy:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).to(device)
-    return Policy(model, AutoTokenizer.from_pretrained(folder), torch.optim.AdamW(model.parameters(), lr=lr),
-                  torch.optim.AdamW(model.parameters(), lr=lr), device)
+    return Policy(model, AutoTokenizer.from_pretrained(folder), torch.optim.AdamW(model.parameters(), lr=lr, **ADAMW),
+                  torch.optim.AdamW(model.parameters(), lr=lr, **ADAMW), device)
 
 
 @torch.no_grad()

@@ -173,3 +173,10 @@ def test_the_gate_passes_only_at_twice_the_detectable_difference():
     noisy = bench.gate(static + _runs("oracle", [0.50, 0.20, 0.45, 0.25, 0.60, 0.30]))
     assert not noisy["passed"] and noisy["difference"] > 0 and noisy["difference"] < 2 * noisy["detectable"]
     assert bench.gate(static) is None  # no oracle run: no gate to read
+
+
+def test_the_harness_optimizer_is_the_learners():
+    from aes_lib.learner.config import LearnerConfig
+
+    config = LearnerConfig()
+    assert bench.ADAMW == {"weight_decay": config.weight_decay, "eps": config.adam_eps}
