@@ -328,7 +328,7 @@ def dppo_step(policy: Policy, samples: Sequence[Sample], advantages: Sequence[fl
     torch.nn.utils.clip_grad_norm_(policy.model.parameters(), 1.0)
     opt.step()
     policy.updates += 1
-    return float(out.loss)
+    return out.loss.item()
 
 
 # -- the scorer ---------------------------------------------------------------------------

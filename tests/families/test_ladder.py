@@ -79,3 +79,14 @@ async def test_one_wrong_word_scores_zero_through_the_verifier(tmp_path, images,
                              images, labels={"aes.managed": "1", "aes.test": f"ladder-{uuid.uuid4().hex[:8]}"})
     assert result.reward == 0.0, result.log()
     assert LADDER.instance(params).near_miss.endswith(f"gamma=south > {families.builtin.ANSWER}")
+
+
+@pytest.mark.docker
+async def test_lines_after_a_levels_own_are_not_checked(tmp_path, images):
+    """Where to stop is no decision: a level-3 reply that goes on to step 4 passes level 3, so
+    training at one level cannot teach the policy to stop there (pilot 5's oracle learned that)."""
+    root = families.write_instance(LADDER, Params(3, 21), tmp_path / "task")
+    lines = Ladder.entries(4, wrong=frozenset({3}))
+    result = await run_trial(Task.load(root), ShellAgent(f"printf '%s\\n' {' '.join(lines)} > /app/answer.txt"),
+                             images, labels={"aes.managed": "1", "aes.test": f"ladder-{uuid.uuid4().hex[:8]}"})
+    assert result.reward == 1.0, result.log()

@@ -172,22 +172,26 @@ class Ladder(Family):
     summary = ("write one settings line per step, each step's key with the word asked for, all or "
                "nothing (difficulty = steps): a level passes at about the product of its steps' rates")
     max_difficulty = len(LADDER_STEPS)
+    """Lines after a level's are not checked, so where to stop is no decision shared by the levels:
+    when a level had to end after its last line, pilot 5's oracle, trained at level 3 alone, learned
+    to stop after 3 lines and took level 4 from 0.31 to 0 (and level 2 to 0.25)."""
 
     def spec(self, difficulty: int, rng: random.Random) -> TaskSpec:
         del rng  # the seed changes no text: see ``entries``
         entries = self.entries(difficulty)
         listing = "\n".join(f"{i}. `{e}`" for i, e in enumerate(entries, 1))
         return TaskSpec(
-            instruction=f"Create the file `{ANSWER}` containing exactly these {difficulty} line(s), character for "
-                        f"character, in this order and nothing else:\n\n{listing}\n",
+            instruction=f"Create the file `{ANSWER}` whose first {difficulty} line(s) are exactly these, character "
+                        f"for character, in this order (lines after them are not checked):\n\n{listing}\n",
             description=f"Write {difficulty} settings line(s) to a file.",
             solution=_printf(entries),
             near_miss=_printf(self.entries(difficulty, wrong=frozenset({difficulty - 1}))),  # the last step's word
-            tests=_tests("Every line exactly as listed: one test, so the reward is all or nothing.",
+            tests=_tests("Every listed line exactly, first and in order: one test, so the reward is all or nothing. "
+                         "Later lines are not checked.",
                          {"ENTRIES": entries}, _ANSWER_LINES + '''
 
 def test_every_line():
-    assert lines() == ENTRIES
+    assert lines()[:len(ENTRIES)] == ENTRIES
 '''),
         )
 
