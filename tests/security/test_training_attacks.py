@@ -24,20 +24,24 @@ from aes_lib.sandbox import ImageCache
 from aes_proto import subjects
 from aes_proto.messages import RolloutRequest, TrajectoryRef
 
+import test_channels
 from test_channels import CASES, _task
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "flywheel"))
 from flywheel_helpers import idle, running, training_rollouts, wait_for  # noqa: E402
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(600)]
+node_image = test_channels.node_image  # the fixture, for the npm attack's image
 
-SCREENED = {"pickle payload in the tests' process", "YAML tags in the tests' process", "root's git runs the agent's filter"}
+SCREENED = {"pickle payload in the tests' process", "YAML tags in the tests' process",
+            "ruamel.yaml tags in the tests' process", "jsonpickle tags in the tests' process",
+            "root's git runs the agent's filter", "root's npm runs the agent's script"}
 """The attacks that leave a sign in the trial: the tests' process refused the agent's bytes, or a
-reward file not written by root (the filter, run as nobody by root's git shim, wrote one)."""
+reward file not written by root (the filter or script, run as nobody by root's shim, wrote one)."""
 
 
 @pytest.mark.parametrize("case", list(CASES))
-async def test_an_attack_in_a_training_rollout_earns_nothing(case, fresh_nats, bus, tmp_path) -> None:
+async def test_an_attack_in_a_training_rollout_earns_nothing(case, fresh_nats, bus, tmp_path, node_image) -> None:
     files, docker, _, attack = CASES[case]
     task = _task(tmp_path / "task", attack, files=files, dockerfile_extra=docker)
     packed = pack(task.root)

@@ -7,7 +7,11 @@ text alone. The module uses only the standard library and is also run, as source
 agent's container (``probes._PLANT``), where nothing else can be assumed.
 
 - a pickle (``pickle.load``, ``joblib``, ``pandas.read_pickle``): its reduce calls ``exec``;
-- YAML (PyYAML's ``Loader``/``UnsafeLoader``/``unsafe_load``): an ``apply`` tag calls ``exec``;
+- YAML (PyYAML's ``Loader``/``UnsafeLoader``/``unsafe_load``, ruamel.yaml's ``typ='unsafe'``): an
+  ``apply`` tag calls ``exec``;
+- JSON that jsonpickle wrote (``jsonpickle.decode``): a ``py/reduce`` calls ``exec``. Only a file that
+  already holds a ``py/`` tag: a plain JSON file is read with ``json.loads``, where a payload runs
+  nothing, and breaking it by a link into the tests (``probes``) proves more;
 - NumPy ``.npy`` (``numpy.load(allow_pickle=True)``): an object array, stored as that pickle;
 - a torch zip checkpoint (``torch.load(weights_only=False)``): the same pickle as its ``data.pkl``.
 """
@@ -20,6 +24,7 @@ import zipfile
 
 NPY_MAGIC = b"\x93NUMPY"
 ZIP_MAGIC = b"PK\x03\x04"
+MAX_JSON = 64 << 20  # bytes of a JSON file searched for a jsonpickle tag
 
 
 class _Exec:
@@ -37,6 +42,11 @@ def pickled(code, control=False):
 def yaml_doc(code, control=False):
     text = json.dumps(code)  # a JSON string is a YAML flow scalar
     return (text if control else f"!!python/object/apply:builtins.exec [{text}]").encode() + b"\n"
+
+
+def jsonpickled(code, control=False):
+    doc = code if control else {"py/reduce": [{"py/function": "builtins.exec"}, {"py/tuple": [code]}]}
+    return json.dumps(doc).encode() + b"\n"
 
 
 def npy(code, control=False):
@@ -71,13 +81,15 @@ def carrier(path):
         with open(path, "rb") as f:
             head = f.read(8)
             torch = head.startswith(ZIP_MAGIC) and path.endswith((".pt", ".pth", ".ckpt"))
-            original = head + f.read() if torch else b""
+            original = head + f.read(-1 if torch else MAX_JSON if path.endswith(".json") else 0)
     except OSError:
         return None
     if head[:1] == b"\x80" and len(head) > 2:
         return "pickle payload", pickled
     if path.endswith((".yaml", ".yml")):
         return "YAML tag payload", yaml_doc
+    if path.endswith(".json") and b'"py/' in original:
+        return "jsonpickle payload", jsonpickled
     if head.startswith(NPY_MAGIC) or path.endswith(".npy"):
         return "NumPy object-array payload", npy
     if torch and _is_torch_zip(original):

@@ -5,17 +5,19 @@ trial (the same ``run_trial`` as rollouts, so what it proves holds for training)
 
 - every regular file the reference wrote or changed in the result paths (by content against the
   image's, hashed before solve.sh: ``aes_lib.sandbox.changes``) is replaced: Python files by the
-  Python hook, executables and shell scripts by the shell hook, a file whose format can carry code
-  (a pickle, YAML, a NumPy array, a torch checkpoint: ``payloads``) by one that runs the Python
-  hook when loaded, anything else emptied;
-- every other Python file, shell script and Makefile below a directory the reference wrote to,
-  the working directory or a usual home of code (/app, /srv, /opt, /home, /root, ...) gets the
-  hook added first (it keeps working; make runs it whenever it reads the file);
+  Python hook, executables and shell scripts by the shell hook, a Makefile by one that runs the
+  shell hook when make reads it, a ``package.json`` by one whose every script runs it, a file whose
+  format can carry code (a pickle, YAML, jsonpickle's JSON, a NumPy array, a torch checkpoint:
+  ``payloads``) by one that runs the Python hook when loaded, anything else emptied;
+- every other Python file, shell script, Makefile and ``package.json`` below a directory the
+  reference wrote to, the working directory or a usual home of code (/app, /srv, /opt, /home,
+  /root, ...) gets the hook added first (it keeps working; make runs it whenever it reads the file,
+  npm, yarn and pnpm before each script, and npm's lifecycle scripts are added);
 - each of those directories that holds code (at most ``MAX_DIRS``) gets a ``sitecustomize.py``, ``usercustomize.py``, a ``.pth``, a
-  ``conftest.py`` and PATH shadows (``python3``, ``python``, ``pytest``, ``git``, ``sh``, ``bash``,
-  ``make``); every git repository there gets every client hook and the programs its configuration
-  runs (fsmonitor, a clean and smudge filter for every file, an external diff); root's shell
-  start-up files get one.
+  ``conftest.py``, a Makefile where it has none (make builds there with its built-in rules) and
+  PATH shadows (``python3``, ``python``, ``pytest``, ``git``, ``sh``, ``bash``, ``make``); every git
+  repository there gets every client hook and the programs its configuration runs (fsmonitor, a
+  clean and smudge filter for every file, an external diff); root's shell start-up files get one.
 
 Each hook, wherever it runs, writes a full reward to ``/logs/verifier`` (``reward.txt`` and a
 ``reward.json`` whose ``aes_probe`` metric is the hook's number), keeps rewriting it from a
@@ -130,7 +132,7 @@ GIT_HOOKS = ("pre-commit", "commit-msg", "post-commit", "pre-push", "post-checko
 # Runs as root in the agent's container after solve.sh, after ``payloads``' source. Python, so that
 # it does not depend on the image's shell tools beyond python3; prints the manifest (n, kind, path) as TSV.
 _PLANT = Path(payloads.__file__).read_text() + r'''
-import os, stat, sys
+import os, shlex, stat, sys
 PY, SH, PASS_ALL = sys.argv[1], sys.argv[2], sys.argv[3]
 SHADOWS, GIT_HOOKS = sys.argv[4].split(), sys.argv[5].split()
 workdir, WITNESS, TESTS, control = sys.argv[6], sys.argv[7], sys.argv[8].split("\n"), sys.argv[9] == "1"
@@ -185,16 +187,37 @@ def is_script(path):
         return False
 
 MAKEFILES = ("Makefile", "makefile", "GNUmakefile")
+# npm's lifecycle scripts (npm, yarn and pnpm run them on install, test, start) and the usual others
+NPM_SCRIPTS = ("preinstall", "install", "postinstall", "prepare", "pretest", "test", "prestart", "start", "build")
 
 def is_makefile(path):
     return os.path.basename(path) in MAKEFILES or path.endswith(".mk")
 
-def make_hook(kind, path):
-    """A line that runs the shell hook whenever make reads the file (its own script beside it)."""
+def beside(kind, path, tool):
+    """The shell hook as a script beside ``path``, which a tool's configuration there runs: its command."""
     text = hook(kind, path, False)
-    script = os.path.join(os.path.dirname(path), f".aes-probe-make-{n}.sh")
+    script = os.path.join(os.path.dirname(path), f".aes-probe-{tool}-{n}.sh")
     put(script, text, 0o755)
-    return f"_aes_probe_{n} := $(shell sh {script} >&2)\n"
+    return f"sh {shlex.quote(script)} >&2"
+
+def make_hook(kind, path):
+    """A line that runs the shell hook whenever make reads the file, whatever the target."""
+    command = beside(kind, path, "make")
+    return f"_aes_probe_{n} := $(shell {command})\n"
+
+def npm_hook(kind, path, keep):
+    """``path`` (a package.json) with every script, its own and npm's lifecycle ones, running the
+    shell hook first; ``keep``: then its own command, so the package still works."""
+    try:
+        package = json.loads(read(path))
+    except ValueError:
+        package = {}
+    package = package if isinstance(package, dict) else {}
+    own = package.get("scripts") if isinstance(package.get("scripts"), dict) else {}
+    command = beside(kind, path, "npm")
+    package["scripts"] = {name: command + (f"; {own[name]}" if keep and isinstance(own.get(name), str) else "")
+                          for name in dict.fromkeys([*NPM_SCRIPTS, *own])}
+    put(path, json.dumps(package, indent=2) + "\n")
 
 def test_file(path):
     """The tests' file an output is likely compared with: the same name, else their first data file."""
@@ -222,6 +245,8 @@ for path in written:
         put(path, hook("reference file (python hook)", path, True), 0o755)
     elif is_makefile(path):
         put(path, make_hook("reference file (make hook)", path))
+    elif os.path.basename(path) == "package.json":
+        npm_hook("reference file (npm scripts)", path, keep=False)
     elif is_script(path):
         put(path, "#!/bin/sh\n" + hook("reference file (shell hook)", path, False), 0o755)
     elif (found := carrier(path)) is not None:  # a format whose loading can run code
@@ -273,6 +298,8 @@ for top in sorted(dirs):
                 insert(path, hook("added to a shell script", path, False))
             elif is_makefile(path):
                 insert(path, make_hook("added to a Makefile", path))
+            elif name == "package.json":
+                npm_hook("added to package.json", path, keep=True)
         code_here = root in dirs or any(f.endswith((".py", ".sh")) for f in files)
         if not code_here or planted >= MAX_DIRS:
             continue
@@ -283,6 +310,9 @@ for top in sorted(dirs):
             path = os.path.join(root, name)
             if not os.path.exists(path):
                 put(path, hook(kind, path, py) + (PASS_ALL if name == "conftest.py" else ""))
+        if not set(files) & set(MAKEFILES):  # make reads one here, with its built-in rules for the rest
+            path = os.path.join(root, "Makefile")
+            put(path, make_hook("planted Makefile", path))
         path = os.path.join(root, "aes_probe_hook.pth")
         put(path, "import aes_probe_hook_mod\n")
         put(os.path.join(root, "aes_probe_hook_mod.py"), hook(".pth", path, True))

@@ -6,8 +6,9 @@ configures itself from the agent's results (docs/SECURITY.md, "environment" and 
   absolute folders outside the result paths behind the harness's own ``/aes/bin``;
 - ``shims``: in ``/aes/bin``, the tools that run programs their configuration names (git's
   filters and signing program, a Makefile's recipes, npm's scripts, pip's builds). Root running
-  one on a tree inside the result paths (an argument there, or with none, its working folder
-  there) runs it as nobody without capabilities, so the agent's configuration never runs as root.
+  one working in a folder inside the result paths (its tree option's, ``TREE_OPTIONS``, or with
+  none, its working folder), or with any argument or option's value naming a path there, runs it
+  as nobody without capabilities, so the agent's configuration never runs as root.
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ _LOADERS = ("LD_", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE"
             "GIT_EDITOR", "GIT_PROXY_COMMAND", "XDG_CONFIG_HOME", "XDG_CONFIG_DIRS")
 """Variables that name code or configuration a process loads on its own."""
 _SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+TREE_OPTIONS = {"git": ("-C",), "make": ("-C", "--directory"), "gmake": ("-C", "--directory"),
+                "npm": ("--prefix", "-C"), "npx": ("--prefix",), "yarn": ("--cwd",), "pnpm": ("-C", "--dir")}
+"""Each tool's options naming the folder it works in, in place of its working folder (pip and cargo
+read configuration there whatever they are given)."""
 
 
 def _names_result(value: str, roots: Iterable[str]) -> bool:
@@ -73,6 +78,11 @@ def environment(image_env: Iterable[str], task_env: Mapping[str, str], roots: li
 def shim(tool: str, roots: list[str]) -> str:
     """``/aes/bin/<tool>``: the real tool (the next on PATH), as nobody over the agent's trees."""
     cases = "|".join(f"{shlex.quote(r)}|{shlex.quote(r.rstrip('/'))}/*" for r in roots) or "/nonexistent-root"
+    options = TREE_OPTIONS.get(tool, ())
+    longs, shorts = "|".join(f"{o}=*" for o in options if o[1] == "-"), "|".join(f"{o}?*" for o in options if o[1] != "-")
+    tree_case = "".join([f"\n  case $a in {'|'.join(options)}) value=1;; esac" if options else "",
+                         f'\n  case $a in {longs}) into "${{a#*=}}";; esac' if longs else "",
+                         f'\n  case $a in {shorts}) into "${{a#-?}}";; esac' if shorts else ""])
     return f"""#!/bin/sh
 # The harness's {tool} for root (aes_lib.sandbox.root_env): over the agent's results, as nobody.
 real=
@@ -81,12 +91,28 @@ for d in $PATH; do [ "$d" != {JUDGE_BIN} ] && [ -x "$d/{tool}" ] && {{ real=$d/{
 unset IFS
 [ -n "$real" ] || {{ echo "{tool}: not found" >&2; exit 127; }}
 [ "$(id -u)" = 0 ] || exec "$real" "$@"
-agent=0 paths=0
+# Where it works: the last tree option's value (relative ones from the folder before), else here.
+base=$(pwd -P) value=0
+into() {{ case $1 in /*) base=$1;; *) base=${{base%/}}/$1;; esac; }}
 for a in "$@"; do
-  a=${{a#*=}}
-  case $a in /*) paths=1; case $a in {cases}) agent=1;; esac;; esac
+  if [ $value = 1 ]; then into "$a"; value=0; continue; fi{tree_case}
 done
-[ $paths = 1 ] || case $(pwd -P) in {cases}) agent=1;; esac
+# Whether an argument, relative ones from there, names a path in the results (links resolved;
+# without realpath -m, as busybox has it, as written, and any ".." counts as in).
+inside() {{
+  [ -n "$1" ] || return 1
+  case $1 in /*) p=$1;; *) p=${{base%/}}/$1;; esac
+  if r=$(realpath -m -- "$p" 2>/dev/null); then p=$r; else case $p in */..|*/../*) return 0;; esac; fi
+  case $p in {cases}) return 0;; esac
+  return 1
+}}
+# Over the results when it works there, or any argument or option's value (--dir=X, -CX) is there.
+agent=0
+inside "$base" && agent=1
+for a in "$@"; do
+  inside "${{a#*=}}" && agent=1
+  inside "${{a#-?}}" && agent=1
+done
 [ $agent = 1 ] || exec "$real" "$@"
 command -v setpriv >/dev/null 2>&1 || {{ echo "{tool}: refused as root over the agent's results (no setpriv to drop to nobody)" >&2; exit 126; }}
 exec setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all --bounding-set=-all --no-new-privs "$real" "$@"

@@ -13,7 +13,7 @@ chown -R 0:65533 /tests && chmod -R u=rwX,g=rX,o= /tests && cd /tests || { echo 
 # no other process can ptrace it or reach its fd 3, on which it alone reports what it collected
 # and each test that passed; none of the agent's bytes becomes code in it once collection ends.
 read -r -d '' runner <<'PY'
-import ctypes, json, os, signal, site, subprocess, sys, sysconfig
+import ctypes, importlib, json, os, signal, site, subprocess, sys, sysconfig
 from importlib.machinery import PathFinder
 
 os.set_inheritable(3, False)
@@ -125,20 +125,36 @@ def audit(event, args):  # spec_from_file_location, runpy, exec(compile(...)) of
                               "judge the agent's text as data, or run it in a subprocess")
 
 
-def disarm_yaml():
-    """PyYAML's python/* tags (its Loader, UnsafeLoader, unsafe_load) call any function with the
-    document's arguments, and no audit event says so: once collection ends, they are refused."""
-    try:
-        import yaml.constructor as c
-    except ImportError:
-        return
+# Loaders that turn a name in a document into a callable or class and call it, with no audit event:
+# module -> (what names it, how to read such a file instead, {class ("" for the module): resolvers}).
+_PY_TAGS = ("find_python_name", "find_python_module", "make_python_instance")
+RESOLVERS = {
+    "yaml.constructor": ("python/* YAML tag", "yaml.safe_load", {"FullConstructor": _PY_TAGS, "UnsafeConstructor": _PY_TAGS}),
+    "ruamel.yaml.constructor": ("python/* YAML tag", "YAML(typ='safe')", {"Constructor": _PY_TAGS}),
+    "jsonpickle.unpickler": ("jsonpickle py/* tag", "json.loads", {"": ("loadclass", "_loadmodule", "loadrepr")}),
+}
 
-    def refuse(self, name, mark, *rest, **kw):
-        raise c.ConstructorError(None, None, f"python/* YAML tag ({name}) is refused in the tests' process (the "
-                                 "agent's text would call functions): load the agent's YAML with yaml.safe_load", mark)
-    for cls in (c.FullConstructor, c.UnsafeConstructor):
-        cls.find_python_name = cls.find_python_module = refuse
-        cls.make_python_instance = lambda self, suffix, node, *rest, **kw: refuse(self, suffix, node.start_mark)
+
+def _refusal(what, instead):
+    def refuse(*args, **kw):
+        name = next((a for a in args if isinstance(a, str)), "?")
+        raise PermissionError(f"{what} ({name}) is refused in the tests' process (the agent's data would call "
+                              f"functions): load the agent's file with {instead}, or in a subprocess")
+    return refuse
+
+
+def disarm_loaders():
+    """Once collection ends, every resolver of each installed loader refuses (imported now, so a
+    test importing it later gets it disarmed too): no name in the agent's data becomes a callable."""
+    for module, (what, instead, owners) in RESOLVERS.items():
+        try:
+            found = importlib.import_module(module)
+        except Exception:  # absent or broken: no test can load with it either
+            continue
+        for owner, names in owners.items():
+            target = getattr(found, owner, None) if owner else found
+            for name in names if target is not None else ():
+                setattr(target, name, _refusal(what, instead))
 
 
 sys.meta_path.insert(0, Barrier)
@@ -165,7 +181,7 @@ class Count:
     def pytest_collection_finish(self, session):
         global collected
         tell(f"collected {len(session.items)}")
-        disarm_yaml()
+        disarm_loaders()
         collected = True
 
     def pytest_runtest_logreport(self, report):
