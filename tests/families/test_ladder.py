@@ -39,10 +39,11 @@ def test_the_tests_are_one_all_or_nothing_check():
     assert task.tests.count("\ndef test_") == 1 and "@pytest.mark.parametrize" not in task.tests
 
 
-def test_lessons_keep_the_first_levels_right_and_show_every_later_step_both_ways():
+@pytest.mark.parametrize("share", [0.5, 0.75])
+def test_lessons_keep_the_first_levels_right_and_show_every_later_step_both_ways(share):
     """What makes a level's pass rate the product of its steps': the start never errs on the first
     ``levels`` steps and errs by a coin on each later one, at every difficulty."""
-    spec = PolicySpec(examples=1200, levels=2)
+    spec = PolicySpec(examples=1200, levels=2, near_miss_share=share)
     wrong = [0] * LADDER.max_difficulty
     shown = [0] * LADDER.max_difficulty
     difficulties = set()
@@ -60,7 +61,7 @@ def test_lessons_keep_the_first_levels_right_and_show_every_later_step_both_ways
     assert difficulties == set(range(1, LADDER.max_difficulty + 1))
     assert wrong[:2] == [0, 0]
     for step in range(2, LADDER.max_difficulty):
-        assert 0.3 < wrong[step] / shown[step] < 0.7, (step, wrong[step], shown[step])
+        assert abs(wrong[step] / shown[step] - share) < 0.2, (step, wrong[step], shown[step])
 
 
 def test_a_lesson_is_the_instance_it_names():

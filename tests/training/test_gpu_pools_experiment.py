@@ -76,7 +76,7 @@ def test_the_dry_run_without_the_bus_packages_writes_every_arm(smollm2_folder, t
     for arm in bench.ARMS:
         assert f"| {arm} | 0 | 0 | 0.0 |" in text and f"| {arm} | 2 | 16 |" in text  # before and after 2 waves
     assert "| flywheel | 2 |" in text.split("Gain over the static pool")[1]
-    read_outs = text.split("## Read-outs at the last point")[1]
+    read_outs = text.split("## Read-outs: held-out mean reward at the last point")[1]
     for arm, baseline in bench.COMPARISONS:
         assert f"| {arm} | {baseline} | 2 |" in read_outs
     assert "Gate: oracle - static = " in read_outs
@@ -180,3 +180,12 @@ def test_the_harness_optimizer_is_the_learners():
 
     config = LearnerConfig()
     assert bench.ADAMW == {"weight_decay": config.weight_decay, "eps": config.adam_eps}
+
+
+def test_the_curve_endpoint_tells_a_faster_climb_from_a_slower_one_to_the_same_end():
+    """Both arms end at 0.9; the one that got there sooner wins on the curve, ties on the final."""
+    fast = [bench.Run("oracle", s, heldout=[0.3, 0.7 + d, 0.9, 0.9]) for s, d in enumerate([0.0, 0.02, -0.01])]
+    slow = [bench.Run("static", s, heldout=[0.3, 0.4 + d, 0.6, 0.9]) for s, d in enumerate([0.01, 0.0, 0.02])]
+    assert bench.paired(fast + slow, "oracle", "static", "final")["difference"] == pytest.approx(0.0)
+    curve = bench.paired(fast + slow, "oracle", "static", "curve")
+    assert curve["endpoint"] == "curve" and curve["difference"] == pytest.approx((0.3 + 0.3 + 0.0) / 3, abs=0.01)
