@@ -166,6 +166,8 @@ class Shape:
     families: tuple[str, ...] = ("echo-words", "pick-first")
     max_difficulty: int = 4
     seeds: int = 8
+    first_seed: int = 0
+    """Seeds run are ``first_seed`` onwards: a powered run starts past its pilots' seeds."""
     arms: tuple[str, ...] = ARMS
     waves: int = 16
     waves_per_round: int = 2
@@ -918,7 +920,7 @@ def experiment(shape: Shape, base: Path, device: str, policy_dir: Path, budget_s
     exp = Experiment(shape, policy_dir, device, scorer)
     runs: list[Run] = []
     runs_began = time.monotonic()
-    for seed in range(shape.seeds):
+    for n, seed in enumerate(range(shape.first_seed, shape.first_seed + shape.seeds)):
         for arm in shape.arms:
             r = exp.run(arm, seed)
             runs.append(r)
@@ -928,9 +930,9 @@ def experiment(shape: Shape, base: Path, device: str, policy_dir: Path, budget_s
                 + (f", r_P {' '.join(f'{v:.2f}' for v in r.proposer_reward)}" if r.proposer_reward else "")
                 + f" ({r.wall_s:.1f} s)")
         after_seed(runs, scorer)
-        per_seed = (time.monotonic() - runs_began) / (seed + 1)
-        if budget_s and seed + 1 < shape.seeds and time.monotonic() - began + per_seed > budget_s:
-            say(f"stopping after {seed + 1} seed(s): another ({per_seed:.0f} s) would pass the {budget_s:.0f} s budget")
+        per_seed = (time.monotonic() - runs_began) / (n + 1)
+        if budget_s and n + 1 < shape.seeds and time.monotonic() - began + per_seed > budget_s:
+            say(f"stopping after {n + 1} seed(s): another ({per_seed:.0f} s) would pass the {budget_s:.0f} s budget")
             break
 
 
@@ -950,6 +952,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--export-base", type=Path, metavar="DIR", help="write the bundled model's config and tokenizer "
                                                                     "to DIR (to carry to a lent GPU) and exit")
     ap.add_argument("--seeds", type=int, help="override the shape's seeds")
+    ap.add_argument("--first-seed", type=int, default=0, help="run seeds from this one on (past a pilot's)")
     ap.add_argument("--endpoint", choices=sorted(ENDPOINTS), help="override the shape's endpoint (Shape.endpoint)")
     ap.add_argument("--policy", type=Path, metavar="DIR", help="the starting policy's folder: reused when it holds "
                                                                "this shape's bootstrap, else bootstrapped into "
@@ -964,6 +967,7 @@ def main(argv: list[str] | None = None) -> int:
     shape = SHAPES[name]
     if args.seeds:
         shape = dataclasses.replace(shape, seeds=args.seeds)
+    shape = dataclasses.replace(shape, first_seed=args.first_seed)
     if args.lr:
         shape = dataclasses.replace(shape, lr=args.lr)
     if args.waves:

@@ -189,3 +189,14 @@ def test_the_curve_endpoint_tells_a_faster_climb_from_a_slower_one_to_the_same_e
     assert bench.paired(fast + slow, "oracle", "static", "final")["difference"] == pytest.approx(0.0)
     curve = bench.paired(fast + slow, "oracle", "static", "curve")
     assert curve["endpoint"] == "curve" and curve["difference"] == pytest.approx((0.3 + 0.3 + 0.0) / 3, abs=0.01)
+
+
+def test_a_powered_run_starts_past_its_pilots_seeds(monkeypatch, tmp_path):
+    ran = []
+    monkeypatch.setattr(bench, "check_scorer", lambda shape: None)
+    monkeypatch.setattr(bench, "start_policy", lambda *a: None)
+    monkeypatch.setattr(bench.Experiment, "__init__", lambda self, *a: None)
+    monkeypatch.setattr(bench.Experiment, "run", lambda self, arm, seed: ran.append(seed) or bench.Run(arm, seed))
+    shape = bench.dataclasses.replace(bench.TINY, arms=("static",), seeds=3, first_seed=10)
+    bench.experiment(shape, tmp_path, "cpu", tmp_path / "policy", 0, 1, lambda runs, scorer: None)
+    assert ran == [10, 11, 12]
