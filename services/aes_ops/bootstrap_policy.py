@@ -22,6 +22,7 @@ arm starts from this one policy, so the arms stay paired.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import random
 from pathlib import Path
@@ -157,7 +158,11 @@ RECIPE = "bootstrap.json"
 
 
 def recipe(names: list[str], spec: PolicySpec) -> dict:
-    return json.loads(json.dumps({"families": list(names), "spec": dataclasses.asdict(spec)}))  # as read back
+    """The families, the spec, and a digest of the examples taught: a family whose instructions or
+    solutions changed makes a different recipe, so a folder taught the old text is not reused."""
+    taught = hashlib.sha256(json.dumps(examples(names, spec)).encode()).hexdigest()
+    return json.loads(json.dumps({"families": list(names), "spec": dataclasses.asdict(spec),
+                                  "examples_sha256": taught}))  # as read back
 
 
 def made_from(folder: Path, names: list[str], spec: PolicySpec) -> bool:

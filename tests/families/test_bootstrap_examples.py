@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import dataclasses
 
 import pytest
@@ -41,3 +42,16 @@ def test_the_near_miss_share_replaces_that_share_of_the_replies_where_a_family_h
     for i, (name, command) in enumerate(got):
         if command.startswith("echo "):
             assert any(f.instance(Params(d, BOOTSTRAP_SEEDS + i)).near_miss == command for d in (1, 2)), command
+
+
+def test_a_folder_taught_other_text_is_not_reused(tmp_path, monkeypatch):
+    from aes_ops import bootstrap_policy
+
+    spec = bootstrap_policy.PolicySpec(examples=8)
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / bootstrap_policy.RECIPE).write_text(json.dumps(bootstrap_policy.recipe(["ladder"], spec)))
+    assert bootstrap_policy.made_from(tmp_path, ["ladder"], spec)
+    taught = bootstrap_policy.examples
+    monkeypatch.setattr(bootstrap_policy, "examples",
+                        lambda names, s: [(i.replace("exactly", "precisely"), r) for i, r in taught(names, s)])
+    assert not bootstrap_policy.made_from(tmp_path, ["ladder"], spec)  # same spec, the family's words changed
