@@ -24,7 +24,7 @@ LINKS = ("ln -sf /tests/expected.txt /app/answer.txt && printf '#!/bin/sh\\ncat 
 
 def _unchecked(start, target, roots, view):
     """The link rule of a verifier before links were checked: every link crosses."""
-    return posixpath.normpath(posixpath.join(start, target))
+    return posixpath.normpath(posixpath.join(start, target)), True
 
 
 def test_end_state_round_trip_and_budget():

@@ -7,7 +7,8 @@ size comes with the samples (the wave or planner that issued the group knows it)
 or, failing that, from the learner's setting for the role. Its
 finished samples are centred and trained on; unfinished ones (``finished=False``,
 e.g. an episode cut by a model error) are left out, and so are screened ones (forgery signs in
-their trial, ``Sample.screened``: counted in ``Batch.screened``, never trained on). A rollout id that arrives
+their trial, ``Sample.screened``) and those with a reward no verifier gives (``advantages.refusal``:
+not finite or outside [0, 1]), both counted in ``Batch.screened`` and never trained on. A rollout id that arrives
 again replaces its earlier version, so an in-progress trajectory published early
 is superseded by its final one. Complete groups whose rewards vary join their
 role's queue; the others are dropped (and counted), so the batcher keeps consuming
@@ -20,13 +21,16 @@ holding a sample older than the allowed policy lag is dropped when a batch is cu
 
 from __future__ import annotations
 
+import logging
 from collections import OrderedDict, deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from aes_lib.learner.advantages import centred, has_signal
+from aes_lib.learner.advantages import centred, has_signal, refusal
 from aes_lib.learner.config import LearnerConfig
 from aes_lib.learner.samples import Sample
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -54,7 +58,7 @@ class Batch:
     stale: int = 0
     """Complete groups dropped for holding samples older than the allowed policy lag."""
     screened: int = 0
-    """Samples left out of complete groups for forgery signs since the last batch."""
+    """Samples left out of complete groups for forgery signs or a refused reward since the last batch."""
 
     @property
     def samples(self) -> list[tuple[Sample, float]]:
@@ -103,8 +107,12 @@ class Batcher:
         if sum(s.final for s in group.values()) < size:
             return True
         self._close(sample.group_id)
-        finished = [s for s in group.values() if s.finished and not s.screened]
-        self._screened[sample.role] += sum(bool(s.screened) for s in group.values())
+        refused = {rid: why for rid, s in group.items() if (why := refusal(s.reward))}
+        for rid, why in refused.items():
+            log.warning("sample %s of group %s left out: %s", rid, sample.group_id, why)
+        left_out = {rid for rid, s in group.items() if s.screened or rid in refused}
+        finished = [s for rid, s in group.items() if s.finished and rid not in left_out]
+        self._screened[sample.role] += len(left_out)
         rewards = [s.reward for s in finished]
         if has_signal(rewards):
             self._ready[sample.role].append(

@@ -19,6 +19,8 @@ import functools
 import io
 import json
 import math
+import posixpath
+import re
 import shlex
 import tarfile
 import time
@@ -107,6 +109,12 @@ class TrialResult:
     dropped: tuple[str, ...] = ()
     """``path: why`` of what of the agent's did not cross into the verifier's container, and of
     reward files not read (not written by the root test runner): the trust boundary's evidence."""
+    links: tuple[tuple[str, str], ...] = ()
+    """``(path, where it leads)`` of each link of the agent's dropped for leaving the result paths
+    (``verifier.Crossing.links``)."""
+    unread: tuple[str, ...] = ()
+    """``path: why`` of each reward file refused as not the root test runner's verdict (also in
+    ``dropped``)."""
     end_state: bytes | None = dataclasses.field(default=None, repr=False)
     """The agent's result paths as the engine read them (``aes_lib.sandbox.end_state``), for
     ``regrade``; None where a trial cannot be re-graded from them alone (multi-step, a separate
@@ -121,7 +129,7 @@ class TrialResult:
             f"== agent (exit {self.agent.exit_code}, timed_out={self.agent.timed_out})\n{self.agent.output}\n"
             f"== verifier (exit {self.verifier.exit_code}, timed_out={self.verifier.timed_out})\n"
             f"{self.verifier.output}\n== reward {self.reward} {self.error}\n"
-            + (f"== not carried or not read\n" + "\n".join(self.dropped[:50]) + "\n" if self.dropped else "")
+            + ("== not carried or not read\n" + "\n".join(self.dropped[:50]) + "\n" if self.dropped else "")
         )
 
 
@@ -135,36 +143,78 @@ class TrialFault(TransientError):
 
 
 class RewardError(ValueError):
-    """A reward file that does not hold a finite number (or named numbers)."""
+    """A reward refused: no reward file, or one that does not hold a reward (a finite number in
+    [0, 1], or named finite metrics)."""
+
+
+class ConflictingRewards(RewardError):
+    """reward.json and reward.txt name different rewards: a sign that one is not the verdict."""
+
+
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+"""reward.txt's number: ASCII digits, a point and an exponent (``%g`` writes one), nothing else
+Python's ``float`` takes (``1_000``, ``inf``, ``nan``, other scripts' digits)."""
+AGREE = 1e-6
+"""How far reward.json's and reward.txt's rewards may be apart and still be one verdict (``%.6g``)."""
 
 
 def parse_reward(json_bytes: bytes | None, txt_bytes: bytes | None) -> tuple[float, dict[str, float]]:
-    """Harbor's rule: reward.json first (key ``reward``, else the mean), then reward.txt."""
-    if json_bytes is not None:
-        try:
-            data = json.loads(json_bytes)
-        except ValueError as e:
-            raise RewardError(f"reward.json is not JSON: {e}") from e
-        if not isinstance(data, dict) or not data:
-            raise RewardError("reward.json must be a non-empty object of named metrics")
-        metrics = {k: _number(v, f"reward.json[{k!r}]") for k, v in data.items()}
-        reward = metrics["reward"] if "reward" in metrics else sum(metrics.values()) / len(metrics)
-        return reward, metrics
-    if txt_bytes is not None:
-        text = txt_bytes.decode("utf-8", errors="replace").strip()
-        try:
-            value = float(text)
-        except ValueError as e:
-            raise RewardError(f"reward.txt is not a number: {text[:80]!r}") from e
-        reward = _number(value, "reward.txt")
+    """Harbor's rule: reward.json first (key ``reward``, else the mean of its metrics), then
+    reward.txt. A reward is a finite number in [0, 1] (a mean, of metrics each one); any other
+    is refused (``RewardError``), never passed on: the learner centres rewards within a group,
+    and one inf or 1000 there outweighs the rest. With both files, each must hold a reward and
+    the two must agree (``ConflictingRewards``): Harbor's precedence would otherwise let a stray
+    reward.json (a report of the agent's that test.sh copied into the logs) outrank the
+    reward.txt root wrote."""
+    if json_bytes is None:
+        if txt_bytes is None:
+            raise RewardError("the verifier wrote neither reward.json nor reward.txt")
+        reward = _txt_reward(txt_bytes)
         return reward, {"reward": reward}
-    raise RewardError("the verifier wrote neither reward.json nor reward.txt")
+    if txt_bytes is None:
+        return _json_reward(json_bytes)
+    try:
+        (reward, metrics), txt = _json_reward(json_bytes), _txt_reward(txt_bytes)
+    except RewardError as e:
+        raise ConflictingRewards(f"test.sh left two verdicts, and one is no reward: {e}") from e
+    if abs(reward - txt) > AGREE:
+        raise ConflictingRewards(f"test.sh left two verdicts, reward.json's {reward:g} and reward.txt's {txt:g}: "
+                                 "which one its last step wrote cannot be told")
+    return reward, metrics
 
 
-def _number(v: object, where: str) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise RewardError(f"{where} is not a finite number: {v!r}")
-    return float(v)
+def _json_reward(json_bytes: bytes) -> tuple[float, dict[str, float]]:
+    try:
+        data = json.loads(json_bytes)
+    except (ValueError, RecursionError) as e:
+        raise RewardError(f"reward.json is not JSON: {str(e)[:200]}") from e
+    if not isinstance(data, dict) or not data:
+        raise RewardError("reward.json must be a non-empty object of named metrics")
+    metrics = {k: _number(v, f"reward.json[{k[:80]!r}]", bounded="reward" not in data or k == "reward")
+               for k, v in data.items()}
+    return (metrics["reward"] if "reward" in metrics else sum(metrics.values()) / len(metrics)), metrics
+
+
+def _txt_reward(txt_bytes: bytes) -> float:
+    text = txt_bytes.decode("utf-8", errors="replace").strip()
+    if not _DECIMAL.fullmatch(text):
+        raise RewardError(f"reward.txt is not a plain decimal number: {text[:80]!r}")
+    return _number(float(text), "reward.txt", bounded=True)
+
+
+def _number(v: object, where: str, *, bounded: bool) -> float:
+    """``v`` as a finite float (``bounded``: a reward, in [0, 1]), else ``RewardError``."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise RewardError(f"{where} is not a number: {repr(v)[:80]}")
+    try:
+        x = float(v)
+    except OverflowError:  # an int past float's range
+        x = math.inf
+    if not math.isfinite(x):
+        raise RewardError(f"{where} is not a finite number: {repr(v)[:80]}")
+    if bounded and not 0.0 <= x <= 1.0:
+        raise RewardError(f"{where} is {x:g}, outside [0, 1]: not a reward")
+    return x
 
 
 async def run_trial(
@@ -215,10 +265,10 @@ async def _trial(task: Task, agent: Agent, images: ImageCache, *, image: str | N
                                                 env=fresh_env, network=None if separate else net)),
             )
             if separate:
-                outcome, verified, dropped, state = await _agent_then_separate_verifier(
+                outcome, verified, crossing, state = await _agent_then_separate_verifier(
                     sb, fresh, task, agent, startup, bundled_tests)
             else:
-                outcome, verified, dropped, state = await _agent_then_verifier(
+                outcome, verified, crossing, state = await _agent_then_verifier(
                     sb, fresh, task, agent, startup, kind_paths, keep=net is None)
     except SandboxVerdict as e:  # e.g. the agent stopped its own container, a service failed
         return TrialResult(reward=0.0, metrics={}, agent=AgentOutcome(output=str(e)),
@@ -226,7 +276,7 @@ async def _trial(task: Task, agent: Agent, images: ImageCache, *, image: str | N
                            seconds=time.monotonic() - t0)
     except SandboxError as e:  # Docker, not the attempt: never a reward
         raise TrialFault(f"sandbox failed: {e}") from e
-    return _scored(outcome, verified, dropped, state, t0)
+    return _scored(outcome, verified, crossing, state, t0)
 
 
 def _main_env(task: Task) -> dict[str, str]:
@@ -234,16 +284,28 @@ def _main_env(task: Task) -> dict[str, str]:
     return {**(task.compose.main_environment if task.compose else {}), **task.config.environment.env}
 
 
-def _scored(outcome: AgentOutcome, verified: "_Verified", dropped: list[str], state: bytes | None,
+def _scored(outcome: AgentOutcome, verified: "_Verified", crossing: verifier.Crossing | None, state: bytes | None,
             t0: float) -> TrialResult:
-    try:
-        reward, metrics = parse_reward(verified.rewards.get("reward.json"), verified.rewards.get("reward.txt"))
-        error = ""
-    except RewardError as e:
-        reward, metrics, error = 0.0, {}, str(e)
+    reward, metrics, error, unread = _judged(verified)
+    dropped, links = (crossing.dropped, crossing.links) if crossing else ([], [])
     return TrialResult(reward=reward, metrics=metrics, agent=outcome, verifier=verified.result, error=error,
                        seconds=time.monotonic() - t0, witnessed=verified.witnessed,
-                       dropped=tuple(dropped + verified.unread), end_state=state)
+                       dropped=tuple(dropped + unread), links=tuple(links), unread=tuple(unread), end_state=state)
+
+
+def _judged(verified: "_Verified") -> tuple[float, dict[str, float], str, list[str]]:
+    """The reward test.sh's last step wrote, its metrics, why it is refused ("" if it is not) and
+    the reward files refused as not the verdict. A test.sh that ran past its timeout never ran its
+    last step: what it left (a report of the agent's it copied, say) is no verdict (as in Harbor)."""
+    if verified.result.timed_out:
+        return 0.0, {}, "test.sh ran past the verifier's timeout: its last step never wrote a reward", verified.unread
+    try:
+        reward, metrics = parse_reward(verified.rewards.get("reward.json"), verified.rewards.get("reward.txt"))
+    except ConflictingRewards as e:
+        return 0.0, {}, str(e), verified.unread + [f"{VERIFIER_DIR}: {e}, neither read"]
+    except RewardError as e:
+        return 0.0, {}, str(e), verified.unread
+    return reward, metrics, "", verified.unread
 
 
 @dataclasses.dataclass(frozen=True)
@@ -256,8 +318,8 @@ class _Verified:
     witnessed: tuple[str, ...] = ()
 
 
-Outcome = tuple[AgentOutcome, _Verified, list[str], bytes | None]
-"""The agent's outcome, what test.sh left, what of the agent's did not cross, its end state."""
+Outcome = tuple[AgentOutcome, _Verified, verifier.Crossing | None, bytes | None]
+"""The agent's outcome, what test.sh left, what of the agent's crossed (None: artifacts only), its end state."""
 
 
 async def _agent_then_verifier(sb: Sandbox, fresh: Sandbox, task: Task, agent: Agent, startup: str | None,
@@ -269,7 +331,7 @@ async def _agent_then_verifier(sb: Sandbox, fresh: Sandbox, task: Task, agent: A
     with crossing.archive:
         # The agent's container is gone before the tests start: none of its processes reach them.
         await _all(sb.close(), verifier.restore(fresh, crossing))
-    return outcome, await _verify(fresh, task, agent, crossing.roots), crossing.dropped, state
+    return outcome, await _verify(fresh, task, agent, crossing.roots), crossing, state
 
 
 async def _cross(sb: Sandbox, task: Task, kind_paths: tuple[str, ...], *, stop: bool,
@@ -315,7 +377,7 @@ async def regrade(task: Task, state: bytes, images: ImageCache, *, image: str | 
         for _, f in archives:
             if f is not None:
                 f.close()
-    return _scored(AgentOutcome(output="re-graded from the stored end state"), verified, crossing.dropped, state, t0)
+    return _scored(AgentOutcome(output="re-graded from the stored end state"), verified, crossing, state, t0)
 
 
 async def _agent_then_separate_verifier(sb: Sandbox, fresh: Sandbox, task: Task, agent: Agent, startup: str | None,
@@ -327,7 +389,7 @@ async def _agent_then_separate_verifier(sb: Sandbox, fresh: Sandbox, task: Task,
     # Artifacts never land on the verifier's toolchain, tests or reward files.
     carried = await artifacts.collect(sb, artifacts.artifact_paths(task))
     await _all(sb.close(), artifacts.place(fresh, carried, None if bundled_tests else task.tests_dir))
-    return outcome, await _verify(fresh, task, agent, []), [], None
+    return outcome, await _verify(fresh, task, agent, []), None, None
 
 
 def _following(agent: Agent, view: Task, last: bool) -> Agent:
@@ -350,7 +412,7 @@ async def _steps(task: Task, agent: Agent, start, startup: str | None, kind_path
     default) or the last step's (``final``). Unlike Harbor, a step whose verifier wrote no
     reward counts 0 rather than dropping out of the mean, and the agent's processes do not
     outlive a step (the snapshot ends them)."""
-    outcomes, results, per_step, errors, codes, dropped = [], [], [], [], [], []
+    outcomes, results, per_step, errors, codes, dropped, links, unread = [], [], [], [], [], [], [], []
     async with start(alias=MAIN) as sb:
         for i, step in enumerate(task.config.steps or ()):
             view = task.for_step(i)
@@ -364,13 +426,14 @@ async def _steps(task: Task, agent: Agent, start, startup: str | None, kind_path
                 with crossing.archive:
                     await verifier.restore(fresh, crossing)
                 verified = await _verify(fresh, view, actor, crossing.roots)
-            dropped += [f"step {step.name}: {d}" for d in crossing.dropped + verified.unread]
+            reward, metrics, error, refused = _judged(verified)
+            dropped += [f"step {step.name}: {d}" for d in crossing.dropped + refused]
+            links += crossing.links
+            unread += [f"step {step.name}: {d}" for d in refused]
             result = verified.result
-            try:
-                reward, metrics = parse_reward(verified.rewards.get("reward.json"), verified.rewards.get("reward.txt"))
-            except RewardError as e:
-                reward, metrics = 0.0, {"reward": 0.0}
-                errors.append(f"step {step.name}: {e}")
+            if error:
+                metrics = {"reward": 0.0}
+                errors.append(f"step {step.name}: {error}")
             outcomes.append(f"== step {step.name}\n{outcome.output}")
             codes.append(outcome.exit_code)
             results.append(result)
@@ -386,7 +449,7 @@ async def _steps(task: Task, agent: Agent, start, startup: str | None, kind_path
     last = results[-1]
     return TrialResult(
         reward=reward, metrics=metrics, seconds=time.monotonic() - t0, error="; ".join(errors), dropped=tuple(dropped),
-        witnessed=verified.witnessed,
+        links=tuple(links), unread=tuple(unread), witnessed=verified.witnessed,
         # The first step's status that is not 0 (None: unknown or killed), else 0.
         agent=AgentOutcome(exit_code=next((c for c in codes if c != 0), 0), timed_out=outcome.timed_out,
                            output="\n".join(outcomes)),
@@ -419,12 +482,24 @@ VERIFIER_ENV = {
 files run code on their own (``docs/ARCHITECTURE.md``, "The verdict boundary")."""
 
 
-def _verify_script(unset: list[str]) -> str:
-    """test.sh, after unsetting the variables root must not run with (``root_env``), then, when it
-    has exited, every other process in the container is killed: the reward files are read as
-    test.sh left them, with nothing left running to rewrite them."""
+CROSSED = "/aes/crossed-inodes"
+"""``device:inode`` of every regular file in the result paths as they crossed, recorded by root
+before test.sh (``_verify_script``): a reward file with one of these inodes is the agent's."""
+
+
+def _verify_script(unset: list[str], roots: list[str]) -> str:
+    """The inodes of the result paths' files recorded (``CROSSED``), then test.sh, after
+    unsetting the variables root must not run with (``root_env``), then, when it has exited,
+    every other process in the container is killed: the reward files are read as test.sh left
+    them, with nothing left running to rewrite them. Without the record no reward file can be
+    told from the agent's, so test.sh does not run."""
     drop = f"unset {' '.join(unset)}\n" if unset else ""
-    return f"{drop}bash /tests/test.sh\nstatus=$?\n{KILL_ALL}\nexit $status\n"
+    found = (f"find {' '.join(shlex.quote(r) for r in roots)} -xdev -type f -exec stat -c %d:%i {{}} + "
+             f"> {CROSSED}.part 2>/dev/null && " if roots else f": > {CROSSED}.part && ")
+    record = (f"mkdir -p {posixpath.dirname(CROSSED)} && rm -f {CROSSED} && {found}mv -f {CROSSED}.part {CROSSED} || "
+              "{ echo 'aes: cannot record the inodes of the files in the result paths (find and stat of the image)' >&2; "
+              "exit 1; }\n")
+    return f"{drop}{record}bash /tests/test.sh\nstatus=$?\n{KILL_ALL}\nexit $status\n"
 
 
 REWARD_FILES = ("reward.json", "reward.txt")
@@ -435,7 +510,7 @@ async def _verify(fresh: Sandbox, task: Task, agent: Agent, roots: list[str]) ->
     for an agent with a ``witness`` folder (the tamper probe), what is in it in each result path."""
     cfg = task.config.verifier
     env, unset = root_env.environment(fresh.container.attrs["Config"].get("Env") or [], cfg.env, roots, VERIFIER_ENV)
-    result = await fresh.exec(_verify_script(unset), timeout=cfg.timeout_sec, user=0, env=env)
+    result = await fresh.exec(_verify_script(unset, roots), timeout=cfg.timeout_sec, user=0, env=env)
     rewards, unread = await read_rewards(fresh)
     witness = getattr(agent, "witness", None)  # only probes have one
     seen = [name for root in roots if witness for name in await fresh.get_files(f"{root}/{witness}")]
@@ -443,37 +518,68 @@ async def _verify(fresh: Sandbox, task: Task, agent: Agent, roots: list[str]) ->
 
 
 async def read_rewards(fresh: Sandbox) -> tuple[dict[str, bytes], list[str]]:
-    """The reward files in /logs/verifier that the root test runner wrote, read through the engine
-    (no process in the container is asked), and why any other was not read: a reward file must
-    be a regular file owned by uid 0, so one planted by a program the tests ran as another user,
-    or a link to elsewhere, never counts."""
+    """The reward files in /logs/verifier that the root test runner wrote, read through the engine,
+    and why any other was not read. A reward file counts only if root created it while test.sh
+    ran: a regular file owned by uid 0, with one link and an inode that did not cross with the
+    agent's results (``_provenance``). So a file planted by a program the tests ran as another
+    user, a link to elsewhere, or a root-owned file of the agent's hard-linked in never counts."""
     buf = io.BytesIO()
     if not await fresh.get_archive(VERIFIER_DIR + "/.", buf, 16 << 20):
         return {}, []
     buf.seek(0)
     rewards, unread = {}, []
     with tarfile.open(fileobj=buf) as tar:
-        for m in tar:
-            name = m.name.removeprefix("./")
-            if name not in REWARD_FILES:
-                continue
+        found = {name: m for m in tar if (name := m.name.removeprefix("./")) in REWARD_FILES}
+        regular = [name for name, m in found.items() if m.isreg()]
+        seen = await _provenance(fresh, regular) if regular else {}
+        for name, m in found.items():
+            path = f"{VERIFIER_DIR}/{name}"
             if not m.isreg():
-                unread.append(f"{VERIFIER_DIR}/{name}: not a regular file, not read")
-            elif (uid := m.uid if fresh.archive_owners else await _owner(fresh, f"{VERIFIER_DIR}/{name}")) != 0:
-                unread.append(f"{VERIFIER_DIR}/{name}: written by uid {uid}, not the root test runner, not read")
+                unread.append(f"{path}: not a regular file, not read")
+                continue
+            uid, links, inode = seen[name]
+            if why := _not_roots(uid, links, inode):
+                unread.append(f"{path}: {why}, not read")
             else:
                 rewards[name] = tar.extractfile(m).read()
     return rewards, unread
 
 
-async def _owner(fresh: Sandbox, path: str) -> int:
-    """The owner of ``path`` where the engine's archive has none (Podman), from the image's stat:
-    test.sh has ended and every other process was killed, so nothing of the agent's runs or
-    ever ran as root here; the files the agent's programs wrote show their own uid."""
-    r = await fresh.exec(f"stat -c %u -- {path}", timeout=60, user=0, workdir="/")
-    if r.exit_code != 0 or not r.output.strip().isdigit():
-        raise SandboxError(f"cannot read the owner of {path} (the engine's archive has none): {r.output[-300:]}")
-    return int(r.output.strip())
+def _not_roots(uid: int, links: int, inode: str) -> str:
+    """Why a regular reward file is not one the root test runner created ("" if it is)."""
+    if uid != 0:
+        return f"written by uid {uid}, not the root test runner"
+    if inode == "crossed":
+        return "a file of the agent's results (its inode crossed with them), linked in"
+    if links != 1:
+        return f"a file with {links} links, one made before it (linked in), not the root test runner's"
+    if inode != "new":
+        return "the result paths' inodes went unrecorded, so who made it cannot be told"
+    return ""
+
+
+_STAT = ('for f in {names}; do p=/logs/verifier/$f; meta=$(stat -c "%u %h" -- "$p") && id=$(stat -c %d:%i -- "$p") '
+         '|| exit 1; grep -qxF "$id" {crossed}; case $? in 0) w=crossed;; 1) w=new;; *) w=unrecorded;; esac; '
+         'echo "$f $meta $w"; done')
+
+
+async def _provenance(fresh: Sandbox, names: list[str]) -> dict[str, tuple[int, int, str]]:
+    """``name -> (owner, links, new | crossed | unrecorded)`` of the reward files ``names``, from
+    the image's stat once test.sh has ended and every other process was killed (nothing of the
+    agent's runs, or ever ran as root, here). Owner and mode alone tell nothing of who wrote a
+    file: the agent is root in its container, its results cross with their owners, and a
+    program of its the tests run may hard-link a root-owned result it can read and write into a
+    writable /logs/verifier (``fs.protected_hardlinks`` allows that), then unlink the original.
+    Its inode is one that crossed, which root recorded before test.sh (``CROSSED``)."""
+    r = await fresh.exec(_STAT.format(names=" ".join(names), crossed=CROSSED), timeout=60, user=0, workdir="/")
+    seen = {}
+    for line in r.output.splitlines():
+        name, uid, links, inode = (line.split() + ["", "", "", ""])[:4]
+        if name in names and uid.isdigit() and links.isdigit():
+            seen[name] = (int(uid), int(links), inode)
+    if r.exit_code != 0 or set(seen) != set(names):
+        raise SandboxError(f"cannot stat the reward files {names} in the verifier's container: {r.output[-300:]}")
+    return seen
 
 
 async def start_services(sb: Sandbox, startup: str | None) -> ExecResult | None:

@@ -77,6 +77,10 @@ class Crossing:
     roots: list[str]
     dropped: list[str] = dataclasses.field(default_factory=list)
     """``path: why`` of each entry of the agent's that did not cross."""
+    links: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    """``(path, where it leads)`` of each symlink dropped for leaving the result paths: the screen
+    reads these, never the evidence lines (a name may hold any text, and a link may leave
+    through another link)."""
 
 
 async def collect(agent: Sandbox, roots: list[str]) -> list[tuple[str, IO[bytes] | None]]:
@@ -122,7 +126,7 @@ def rebuild(archives: list[tuple[str, IO[bytes] | None]], tests_dir: Path, owner
                 members.append((root, raw))
             for root, raw in members:
                 with raw:
-                    _carry(root, raw, roots, tar, crossing.dropped, owners)
+                    _carry(root, raw, roots, tar, crossing, owners)
             add_tests(tar, tests_dir)
             add_shims(tar, roots)
             tar.addfile(dir_entry("logs/verifier"))
@@ -190,11 +194,11 @@ async def restore(fresh: Sandbox, crossing: Crossing) -> None:
     await fresh.put_archive(crossing.archive)
 
 
-def _carry(root: str, raw: IO[bytes], roots: list[str], tar: tarfile.TarFile, dropped: list[str],
+def _carry(root: str, raw: IO[bytes], roots: list[str], tar: tarfile.TarFile, crossing: Crossing,
            owners: bool = True) -> None:
     """Add to ``tar`` the entries of Docker's archive of ``root`` (named from its last component)
-    that may cross; note the others in ``dropped``."""
-    parent = posixpath.dirname(root)
+    that may cross; note the others in ``crossing``."""
+    parent, dropped = posixpath.dirname(root), crossing.dropped
     view: dict[str, tarfile.TarInfo] = {}  # the agent's view of the result path: path -> entry
     with tarfile.open(fileobj=raw, mode="r:") as src:  # random access: links may name later entries
         entries = []
@@ -215,21 +219,23 @@ def _carry(root: str, raw: IO[bytes], roots: list[str], tar: tarfile.TarFile, dr
         for path, m in entries:
             if not owners:
                 _check_owner(path, m)
-            _add(path, m, src, root, roots, view, kept, tar, dropped)
+            _add(path, m, src, root, roots, view, kept, tar, crossing)
 
 
 def _add(path: str, m: tarfile.TarInfo, src: tarfile.TarFile, root: str, roots: list[str],
-         view: dict[str, tarfile.TarInfo], kept: dict[str, bytes], tar: tarfile.TarFile, dropped: list[str]) -> None:
-    why = _refusal(path, m, root, roots, view, kept)
+         view: dict[str, tarfile.TarInfo], kept: dict[str, bytes], tar: tarfile.TarFile, crossing: Crossing) -> None:
+    why, leads = _refusal(path, m, root, roots, view, kept)
     if why:
-        dropped.append(f"{path}: {why}")
+        crossing.dropped.append(f"{path}: {why}")
+        if leads is not None:
+            crossing.links.append((path, leads))
         return
     info = tarfile.TarInfo(path.lstrip("/"))  # a fresh header: numbers only, no extended attributes
     info.type = tarfile.REGTYPE if m.isreg() else m.type
     info.mode = m.mode & 0o1777 if m.isreg() else m.mode & 0o7777
     info.uid, info.gid, info.mtime = m.uid, m.gid, m.mtime
     if m.isreg() and m.mode & 0o6000:
-        dropped.append(f"{path}: setuid/setgid bits cleared")
+        crossing.dropped.append(f"{path}: setuid/setgid bits cleared")
     if m.issym():
         info.linkname = m.linkname
     elif m.islnk():
@@ -252,24 +258,27 @@ def _check_owner(path: str, m: tarfile.TarInfo) -> None:
 
 
 def _refusal(path: str, m: tarfile.TarInfo, root: str, roots: list[str], view: dict[str, tarfile.TarInfo],
-             kept: dict[str, bytes]) -> str:
-    """Why entry ``m`` at ``path`` may not cross ("" if it may)."""
+             kept: dict[str, bytes]) -> tuple[str, str | None]:
+    """Why entry ``m`` at ``path`` may not cross ("" if it may) and, for a symlink that leaves the
+    result paths, where it leads (``_resolve``; else None)."""
     if not (m.isreg() or m.isdir() or m.issym() or m.islnk()):
-        return "not a file, directory or link"
+        return "not a file, directory or link", None
     if path != root and kept.get(posixpath.dirname(path)) != tarfile.DIRTYPE:
-        return "below an entry that is not a directory that crossed"
+        return "below an entry that is not a directory that crossed", None
     if m.issym():
-        target = _resolve(posixpath.dirname(path), m.linkname, roots, view)
-        return "" if target else f"a link to {m.linkname} that leaves the result paths"
+        leads, inside = _resolve(posixpath.dirname(path), m.linkname, roots, view)
+        return ("", None) if inside else (f"a link to {m.linkname} that leaves the result paths", leads)
     if m.islnk():
         source = posixpath.join(posixpath.dirname(root), m.linkname)
-        return "" if kept.get(source) == tarfile.REGTYPE else f"a hard link to {m.linkname}, not a file that crossed"
-    return ""
+        if kept.get(source) != tarfile.REGTYPE:
+            return f"a hard link to {m.linkname}, not a file that crossed", None
+    return "", None
 
 
-def _resolve(start: str, target: str, roots: list[str], view: dict[str, tarfile.TarInfo]) -> str | None:
+def _resolve(start: str, target: str, roots: list[str], view: dict[str, tarfile.TarInfo]) -> tuple[str, bool]:
     """Where ``target`` (a link's text, in directory ``start``) leads in the agent's view of the
-    result paths; None when it leaves them at any step, or loops."""
+    result paths, and whether it stays inside them at every step (False too when it loops). The
+    agent's links are followed up to where it leaves them; the rest is taken as written."""
     hops = 0
     pending = target.split("/")
     at = "/" if target.startswith("/") else start
@@ -281,15 +290,15 @@ def _resolve(start: str, target: str, roots: list[str], view: dict[str, tarfile.
         if not any(_within(at, r) for r in roots):
             if any(_within(r, at) for r in roots):
                 continue  # an ancestor of a result path, on the way down into it
-            return None
+            return posixpath.normpath(posixpath.join(at, *pending)), False
         entry = view.get(at)
         if entry is not None and entry.issym():
             hops += 1
             if hops > _MAX_HOPS:
-                return None
+                return at, False
             pending = entry.linkname.split("/") + pending
             at = "/" if entry.linkname.startswith("/") else posixpath.dirname(at)
-    return at if any(_within(at, r) for r in roots) else None
+    return at, any(_within(at, r) for r in roots)
 
 
 def _within(path: str, folder: str) -> bool:
