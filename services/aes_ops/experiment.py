@@ -11,19 +11,28 @@ trained as its proposer (the paper's one model in both roles): the ``parametric`
 served policy for each instance's difficulty, the proposer-samples service turns every scored
 proposal into a ``role="proposer"`` sample with its reward r_P, and the shared orchestrator trains
 the one model on both roles' groups (``AES_PROPOSALS_PER_ASSIGNMENT`` >= 2 proposals form one).
-Every arm gets the same training rollouts (``waves`` x
-``groups_per_wave`` x ``group_size``); what the flywheel spends on choosing (calibration,
-review and validation runs) is counted apart, its solver runs held to the training rollouts' turn
-and token limits. Before the first wave and every ``eval_every`` waves the served policy is
-scored (``aes_ops.evaluate``) on a fixed held-out set of family instances per difficulty, which
-no pool meets, with sampling seeded by the run's seed (the arms of a seed are paired).
+Three controls (issue 48): ``weighted`` is the static pool sampled by the wave planner's buffer
+weights (``AES_TRAINING_BUFFER_WEIGHT``: an environment whose last group had no spread is drawn
+less; the planner-stats service keeps the histories it reads); ``oracle`` has no pool of its own:
+before each wave this driver retires the last wave's instances and seeds ``groups_per_wave`` fresh
+ones at the true frontier, read from the held-out evaluation (``pools.frontier``), so the wave
+planner samples exactly those (the positive control); ``blind`` is the flywheel with the planner's
+directions by a coin (``AES_PLANNER_DIRECTION=coin``: the no-feedback ablation).
+Every arm gets the same training rollouts (``waves`` x ``groups_per_wave`` x ``group_size``) and
+the same learner; what the flywheel spends on choosing (calibration, review and validation runs)
+and the oracle on readings of its own is counted apart, the solver runs held to the training
+rollouts' turn and token limits. Before the first wave and every ``eval_every`` waves the served
+policy is scored (``aes_ops.evaluate``) on a fixed held-out set of family instances per
+difficulty, which no pool meets, with sampling seeded by the run's seed (the arms of a seed are
+paired).
 
 Measured per run: held-out mean reward and full-pass rate after each evaluation point (with the
 95% t interval over the held-out tasks), the learner's updates, the share of training groups with
 a reward spread (the learner's ``has_signal``: the groups that teach at all) with its Wilson
 interval, the difficulties trained on, wall time; where the policy proposes, the mean r_P of each
 round and the proposer samples and updates (``updates`` counts both roles'). ``summarize`` adds per
-arm the mean over seeds and its 95% t interval.
+arm the mean over seeds and its 95% t interval; ``read_outs`` the paired differences of
+``COMPARISONS``, the first of them the positive control's ``gate``.
 
 A finished run writes its result into its folder (``result.json``, with the setup it ran under);
 the command run again into the same output folder reuses every finished run of the same setup, so
@@ -38,6 +47,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import random
 import shutil
 import statistics
 import time
@@ -71,8 +81,11 @@ from aes_proto.messages import RolloutSummary, TrajectoryRef
 
 ROUTE = "validate,calibrate"
 """The flywheel arm's admission route: no held-out benchmark to screen for, no model reviewer."""
-GENERATION = {"static": "procedural", "flywheel": "procedural", "both": "parametric"}
-"""Each arm's proposer mode (the static arm runs no proposer)."""
+GENERATION = {"static": "procedural", "weighted": "procedural", "oracle": "procedural", "flywheel": "procedural",
+              "blind": "procedural", "both": "parametric"}
+"""Each arm's proposer mode (the arms without rounds run no proposer)."""
+ROUNDS = ("flywheel", "blind", "both")
+"""The arms that run flywheel rounds between their waves; the others train on a pool they are given."""
 
 
 class ExperimentError(ValueError):
@@ -186,8 +199,8 @@ def _services(arm: str, training: TrainingConfig, learner: LearnerConfig) -> lis
 
     common = [WavePlannerService(), TrainingRolloutService(config=training), OrchestratorService(learner),
               LearnerService(learner), WeightSyncService()]
-    if arm == "static":
-        return common
+    if arm not in ROUNDS:  # the weighted arm's buffer weights read the planner-stats histories
+        return common + [RolloutStatsService()] if arm == "weighted" else common
     flywheel = common + [RolloutStatsService(), PlannerService(), ProposerService(), ValidatorService(),
                          CalibratorService(), PoolService(), PoolReviewService()]
     # The policy's proposals become its samples: the (shared) orchestrator takes both roles.
@@ -221,28 +234,36 @@ class _Difficulties:
         return self.known[env_id]
 
 
-async def _heldout_point(settings: Settings, held: list[Instance], folders: list[Path], wave: int,
-                         result: RunResult, tally: LearnerTally, cfg: ExperimentConfig, training: TrainingConfig,
-                         say: Callable[[str], None]) -> None:
+async def _heldout(settings: Settings, held: list[Instance], folders: list[Path], seed: int, cfg: ExperimentConfig,
+                   training: TrainingConfig) -> tuple[dict, dict[str, float], list[float]]:
+    """The served policy on the held-out set: ``evaluate``'s report, the mean reward per
+    ``"<family>/d<difficulty>"`` and every attempt's reward."""
     # Seeded by the run's seed: both arms of a seed, and every point of a run, draw the same
     # random numbers, so a difference between them is the policy's, not the sampler's.
-    with result.timing("evaluation"):
-        report = await evaluate(folders, settings, EvalOptions(
-            k=cfg.eval_k, concurrency=4, max_turns=training.max_turns, max_tokens=training.max_tokens,
-            temperature=training.temperature, history_turns=training.history_turns,
-            context_tokens=training.context_tokens, seed=result.seed))
+    report = await evaluate(folders, settings, EvalOptions(
+        k=cfg.eval_k, concurrency=4, max_turns=training.max_turns, max_tokens=training.max_tokens,
+        temperature=training.temperature, history_turns=training.history_turns,
+        context_tokens=training.context_tokens, seed=seed))
     level: dict[str, list[float]] = {}
     attempts: list[float] = []
     for inst, task in zip(held, report["tasks"]):
         if task["mean"] is not None:
             level.setdefault(f"{inst.family}/d{inst.params.difficulty}", []).append(task["mean"])
             attempts += task["rewards"]
+    return report, {k: statistics.fmean(v) for k, v in sorted(level.items())}, attempts
+
+
+async def _heldout_point(settings: Settings, held: list[Instance], folders: list[Path], wave: int,
+                         result: RunResult, tally: LearnerTally, cfg: ExperimentConfig, training: TrainingConfig,
+                         say: Callable[[str], None]) -> None:
+    with result.timing("evaluation"):
+        report, by_difficulty, attempts = await _heldout(settings, held, folders, result.seed, cfg, training)
     point = EvalPoint(
         wave=wave, training_rollouts=result.training_rollouts, updates=tally.updates,
         policy_version=report["policy_version"] if isinstance(report["policy_version"], int) else -1,
         mean_reward=report["avg"], ci95=report["ci95"],
         pass_rate=sum(r >= 1.0 for r in attempts) / len(attempts) if attempts else None,
-        by_difficulty={k: statistics.fmean(v) for k, v in sorted(level.items())},
+        by_difficulty=by_difficulty,
         failed_tasks=len(report["tasks"]) - report["n_tasks"])
     result.points.append(point)
     mean = "n/a" if point.mean_reward is None else f"{point.mean_reward:.3f}"
@@ -256,13 +277,15 @@ async def run_arm(arm: str, seed: int, cfg: ExperimentConfig, policy: Path, out:
     names = cfg.family_names()
     training = TrainingConfig.from_env(waves_per_round=1)
     learner = LearnerConfig.from_env(model_path=str(policy))
-    flywheel = _flywheel(training, generation_mode=GENERATION[arm], pool_capacity=cfg.static_pool_size)
+    # The oracle's pool holds one wave's fresh instances.
+    capacity = max(cfg.static_pool_size, training.groups_per_wave) if arm == "oracle" else cfg.static_pool_size
+    flywheel = _flywheel(training, generation_mode=GENERATION[arm], pool_capacity=capacity)
     home = out / "runs" / f"{arm}-s{seed}"
     shutil.rmtree(home, ignore_errors=True)
     home.mkdir(parents=True)
     held = pools.heldout(names, cfg.heldout_per_difficulty, cfg.max_difficulty)
-    start = (pools.static_pool(names, cfg.static_pool_size, seed, cfg.max_difficulty) if arm == "static"
-             else pools.flywheel_start(names, cfg.start_per_family, seed))
+    start = (pools.static_pool(names, cfg.static_pool_size, seed, cfg.max_difficulty) if arm in ("static", "weighted")
+             else [] if arm == "oracle" else pools.flywheel_start(names, cfg.start_per_family, seed))
     pools.disjoint(start, held)
     held_dirs = pools.write_instances(held, home / "heldout")
     start_dirs = pools.write_instances(start, home / "start")
@@ -270,8 +293,10 @@ async def run_arm(arm: str, seed: int, cfg: ExperimentConfig, policy: Path, out:
     engine = base.engine if base.engine in TRAINABLE else "torch"
     env = {"AES_LEARNER_MODEL_PATH": str(policy), "AES_GENERATION_MODE": GENERATION[arm], "AES_ROUTE": ROUTE,
            "AES_SOLVER_MAX_TURNS": str(training.max_turns), "AES_SOLVER_MAX_TOKENS": str(training.max_tokens),
-           "AES_POOL_CAPACITY": str(cfg.static_pool_size),
-           "AES_ENGINE": engine}
+           "AES_POOL_CAPACITY": str(capacity), "AES_ENGINE": engine,
+           # every arm sets both, so that neither control's setting leaks into another arm
+           "AES_TRAINING_BUFFER_WEIGHT": str(cfg.buffer_weight if arm == "weighted" else 1.0),
+           "AES_PLANNER_DIRECTION": "coin" if arm == "blind" else "pass_rate"}
     result = RunResult(arm=arm, seed=seed)
     began = time.monotonic()
     with _environment(env):
@@ -304,10 +329,32 @@ async def _drive(arm, cfg, settings, training, learner, flywheel, held, held_dir
         async with _running(settings, _services(arm, training, learner)):
             await _heldout_point(settings, held, held_dirs, 0, result, tally, cfg, training, say)
             waves_done = 0
+            rng, at = random.Random(f"oracle/{result.seed}"), {}
+
+            async def at_the_frontier() -> None:
+                """The oracle's pool for the next wave: the last wave's instances retired, fresh ones
+                seeded at the frontier, read every ``frontier_every`` waves from the last
+                evaluation where the weights served are still those it scored, else from an
+                evaluation of its own (counted with the selection rollouts)."""
+                nonlocal at
+                if waves_done % cfg.frontier_every == 0:
+                    last = result.points[-1]
+                    by_difficulty = last.by_difficulty
+                    if last.policy_version != await engine.version():
+                        _, by_difficulty, _ = await _heldout(settings, held, held_dirs, result.seed, cfg, training)
+                        result.selection_rollouts["frontier"] = (result.selection_rollouts.get("frontier", 0)
+                                                                 + len(held) * cfg.eval_k)
+                    at = pools.frontier(by_difficulty)
+                fresh = pools.at_frontier(at, training.groups_per_wave, rng)
+                pools.disjoint(fresh, held)
+                await store.retire((await store.index()).active)
+                await seed_pool(bus, store, pools.write_instances(fresh, home / "oracle" / f"w{waves_done}"))
 
             async def phase(round_: int, feed: BusFeed) -> None:
                 nonlocal waves_done
                 for _ in range(min(cfg.waves_per_round, cfg.waves - waves_done)):
+                    if arm == "oracle":
+                        await at_the_frontier()
                     if (await store.index()).active:
                         with result.timing("training"):
                             await train(bus, training, round_=round_, prefix=f"{arm}s{result.seed}w{waves_done}",
@@ -324,7 +371,7 @@ async def _drive(arm, cfg, settings, training, learner, flywheel, held, held_dir
                                              training, say)
 
             rounds = -(-cfg.waves // cfg.waves_per_round)
-            if arm == "static":
+            if arm not in ROUNDS:
                 async with BusFeed.open(bus) as feed:
                     for r in range(1, rounds + 1):
                         await phase(r, feed)
@@ -362,6 +409,8 @@ async def _account(bus, result: RunResult, tally: LearnerTally, difficulties: _D
     validations = await bus.history(subjects.RESULT_VALIDATION, ValidationResult)
     result.validations = len(validations)
     result.cost = Cost.of(summaries, validations, await bus.history(subjects.RESULT_CALIBRATION, CalibrationResult))
+    # the oracle's readings of the held-out set of its own choose too, though no summary records them
+    result.cost.selection.rollouts += result.selection_rollouts.get("frontier", 0)
     events = await bus.history(subjects.POOL_EVENT, PoolEvent)
     result.admitted = sum(e.kind == "admitted" for e in events if e.reason == "calibrated")
     result.retired = sum(e.kind == "retired" for e in events)
@@ -394,6 +443,12 @@ def _wave_no(prefix: str) -> int:
 # -- the experiment ---------------------------------------------------------------------
 
 
+COMPARISONS = (("oracle", "static"), ("weighted", "static"), ("flywheel", "static"), ("flywheel", "weighted"),
+               ("flywheel", "blind"), ("both", "flywheel"))
+"""The paired read-outs (arm, baseline), in order; the first is the gate: the positive control
+against the fixed pool, read before any flywheel number."""
+
+
 def paired(runs: list[RunResult], arm: str, baseline: str) -> list[dict]:
     """Per evaluation point: ``arm`` minus ``baseline`` in held-out mean reward, seed by seed (the
     arms of a seed start alike and draw alike), with the mean difference, its 95% t interval, its
@@ -407,6 +462,24 @@ def paired(runs: list[RunResult], arm: str, baseline: str) -> list[dict]:
                  and None not in (r.points[i].mean_reward, base[r.seed].points[i].mean_reward)]
         rows.append({"wave": p.wave, "training_rollouts": p.training_rollouts, **power.paired_summary(diffs)})
     return rows
+
+
+def read_outs(runs: list[RunResult]) -> list[dict]:
+    """Each of ``COMPARISONS`` whose two arms ran: the arm, its baseline and ``paired``'s rows."""
+    ran = {r.arm for r in runs}
+    return [{"arm": arm, "baseline": baseline, "points": paired(runs, arm, baseline)}
+            for arm, baseline in COMPARISONS if {arm, baseline} <= ran]
+
+
+def gate(outs: list[dict]) -> dict | None:
+    """The positive control's gate at the last evaluation point: ``oracle`` beats ``static`` by at
+    least twice the difference its seeds detect (``passed``); None where either arm is missing or
+    too few seeds give a detectable difference."""
+    first = next((o for o in outs if (o["arm"], o["baseline"]) == COMPARISONS[0]), None)
+    last = first["points"][-1] if first and first["points"] else None
+    if last is None or last["detectable"] is None:
+        return None
+    return {**last, "passed": last["difference"] >= 2 * last["detectable"]}
 
 
 def _family_mean(point: EvalPoint, family: str | None) -> float | None:
@@ -432,7 +505,7 @@ def gains(runs: list[RunResult]) -> list[dict]:
 
 def summarize(runs: list[RunResult]) -> dict[str, dict]:
     """Per arm: held-out mean reward and pass rate at each evaluation point over seeds (mean, 95%
-    t interval over seeds when there are 2+), the paired difference from the first arm, the gain since
+    t interval over seeds when there are 2+), the gain since
     before training (overall and per family), signal-carrying
     groups pooled over seeds and the cost per signal, the mean r_P of each round over the seeds that
     reached it and the proposer samples and updates per run."""
@@ -457,7 +530,6 @@ def summarize(runs: list[RunResult]) -> dict[str, dict]:
         rounds = max(len(r.proposer_reward) for r in mine)
         arms[arm] = {"points": rows, "signal_fraction": k / n if n else 0.0, "signal_ci95": list(wilson(k, n)),
                      "cost": per_unit([r.cost for r in mine], sum(r.admitted for r in mine), k),
-                     "versus": order[0], "paired": paired(runs, arm, order[0]) if arm != order[0] else [],
                      "gain": gains(mine),
                      "groups": n, "updates": statistics.fmean(r.updates for r in mine),
                      "selection_rollouts": sum(sum(r.selection_rollouts.values()) for r in mine) / len(mine),
@@ -605,6 +677,8 @@ async def run_experiment(cfg: ExperimentConfig, out: Path, say: Callable[[str], 
         "runs": [dataclasses.asdict(r) for r in runs],
         "left_out": left_out,
         "arms": summarize(runs),
+        "read_outs": (outs := read_outs(runs)),
+        "gate": gate(outs),
         "wall_s": time.monotonic() - began,
     }
     (out / "pools_experiment.json").write_text(json.dumps(report, indent=2))

@@ -56,9 +56,11 @@ def setup(report: dict) -> list[str]:
         f"families: {cfg['families']} up to difficulty {cfg['max_difficulty'] or 'max'}; held-out: "
         f"{len(report['heldout'])} instances ({cfg['heldout_per_difficulty']} per difficulty), k = {cfg['eval_k']}, "
         f"evaluated before training and every {cfg['eval_every']} waves",
-        f"static pool: {cfg['static_pool_size']} instances; flywheel: starts from {cfg['start_per_family']} "
+        f"static pool: {cfg['static_pool_size']} instances (weighted: {cfg['buffer_weight']} for an instance whose "
+        f"last group had no spread); oracle: fresh instances at the held-out frontier, read every "
+        f"{cfg['frontier_every']} waves; flywheel: starts from {cfg['start_per_family']} "
         f"easiest instance(s) per family, a round (review + retirement + new assignments) every "
-        f"{cfg['waves_per_round']} waves",
+        f"{cfg['waves_per_round']} waves (blind: directions by a coin)",
         f"policy: {cfg['policy']}",
         f"total wall time: {report['wall_s']:.0f} s",
     ]
@@ -73,9 +75,9 @@ def sections(report: dict) -> list[Section]:
     signal = [(arm, str(data["groups"]), str(round(data["signal_fraction"] * data["groups"])),
                f"{data['signal_fraction']:.3f}", interval(data["signal_ci95"]), f"{data['updates']:.1f}",
                f"{data['selection_rollouts']:.0f}", f"{data['wall_s']:.0f}") for arm, data in report["arms"].items()]
-    versus = [(arm, data["versus"], str(q["wave"]), str(q["seeds"]), _signed(q["difference"]),
+    versus = [(o["arm"], o["baseline"], str(q["wave"]), str(q["seeds"]), _signed(q["difference"]),
                interval(q["ci95"]), number(q["sd"]), number(q["detectable"]))
-              for arm, data in report["arms"].items() for q in data["paired"]]
+              for o in report["read_outs"] for q in o["points"]]
     gain = [(arm, _family(g["family"]), str(g["seeds"]), _signed(g["gain"]), interval(g["ci95"]))
             for arm, data in report["arms"].items() for g in data["gain"]]
     cost = [(arm, unit.replace("_", " "), *(number(c[m]) if m != "rollouts" else _count(c[m]) for m in MEASURES))
@@ -93,10 +95,13 @@ def sections(report: dict) -> list[Section]:
                 "of held-out attempts with reward 1.",
                 ("arm", "wave", "training rollouts", "updates (mean)", "held-out mean reward", "95% CI", "pass rate",
                  "95% CI"), heldout),
-        Section("Paired difference in held-out mean reward",
-                "Each arm minus the first arm, seed by seed (both start from one policy and draw the same samples), "
-                "then the mean over seeds with its 95% t interval. Detectable: the smallest true difference that many "
-                "seeds find with 80% power at the observed sd (aes_ops.power); an interval excluding 0 separates the arms.",
+        Section("Paired read-outs in held-out mean reward",
+                "Arm minus baseline, seed by seed (both start from one policy and draw the same samples), then the "
+                "mean over seeds with its 95% t interval (over runs, not groups). Detectable: the smallest true "
+                "difference that many seeds find with 80% power at the observed sd (aes_ops.power); an interval "
+                "excluding 0 separates the arms. Oracle minus static, where both ran, is the gate: the positive control must "
+                f"beat the fixed pool by twice its detectable difference before any flywheel number is read. "
+                f"{gate_line(report)}".strip(),
                 ("arm", "minus", "wave", "seeds", "difference", "95% CI", "sd over seeds", "detectable (80%)"), versus),
         Section("Learning within each arm",
                 "Held-out mean reward at the last point minus before training, seed by seed, then the mean over "
@@ -129,6 +134,17 @@ def sections(report: dict) -> list[Section]:
          if proposer else [])
 
 
+def gate_line(report: dict) -> str:
+    """The positive control's gate (``aes_ops.experiment.gate``) in words; empty where the oracle
+    and the static arm did not both run."""
+    if (gate := report.get("gate")) is None:
+        ran = any((o["arm"], o["baseline"]) == ("oracle", "static") for o in report["read_outs"])
+        return "Gate (oracle minus static at the last point): not read, fewer than 2 seeds." if ran else ""
+    verdict = "passed" if gate["passed"] else "not passed: change the setting, not the analysis"
+    return (f"Gate: oracle minus static at the last point {gate['difference']:+.3f} against twice its detectable "
+            f"difference {2 * gate['detectable']:.3f}: {verdict}.")
+
+
 def _family(name: str) -> str:
     """A family's name and kind, "all" as it is."""
     if name == "all":
@@ -147,14 +163,15 @@ def proposer_rewards(per_round: Sequence[float]) -> str:
 def plot(report: dict) -> bytes:
     """Held-out mean reward per arm over training rollouts, with the intervals over seeds, as PNG."""
     fig, (ax, dx) = pyplot().subplots(1, 2, figsize=(11, 4))
-    for i, (arm, data) in enumerate(report["arms"].items()):
-        colour = f"C{i}"  # an arm's colour is the same in both panels
-        pts = [q for q in data["paired"] if q["difference"] is not None]
+    for i, o in enumerate(report["read_outs"]):
+        pts = [q for q in o["points"] if q["difference"] is not None]
         if pts:
             x = [q["training_rollouts"] for q in pts]
-            dx.plot(x, [q["difference"] for q in pts], marker="o", color=colour, label=f"{arm} - {data['versus']}")
+            dx.plot(x, [q["difference"] for q in pts], marker="o", color=f"C{i}", label=f"{o['arm']} - {o['baseline']}")
             dx.fill_between(x, [q["ci95"][0] if q["ci95"] else q["difference"] for q in pts],
-                            [q["ci95"][1] if q["ci95"] else q["difference"] for q in pts], color=colour, alpha=0.2)
+                            [q["ci95"][1] if q["ci95"] else q["difference"] for q in pts], color=f"C{i}", alpha=0.2)
+    for i, (arm, data) in enumerate(report["arms"].items()):
+        colour = f"C{i}"
         pts = [p for p in data["points"] if p["mean_reward"] is not None]
         x = [p["training_rollouts"] for p in pts]
         y = [p["mean_reward"] for p in pts]

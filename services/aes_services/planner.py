@@ -4,7 +4,8 @@
   its environment's ``EnvHistory`` in KV (compare-and-set; idempotent per rollout);
   the planner and the proposer's workspace read it.
 - ``PlannerService`` (``aes.pool.plan``) reads the pool and those histories and
-  publishes one replacement per retired task plus ``fresh`` new assignments; ids
+  publishes one replacement per retired task plus ``fresh`` new assignments (each
+  direction by the parent's pass rate, or by a coin: ``AES_PLANNER_DIRECTION``); ids
   depend only on the round, so a redelivered plan republishes the same keys and
   JetStream drops the repeats.
 """
@@ -64,7 +65,8 @@ class PlannerService(Service[PoolPlan]):
         stats = await load_histories(await ctx.kv(HISTORY_BUCKET), [e.env_id for e in active + retired])
         centre = (self.config.band_low + self.config.band_high) / 2
         for a in plan_round(active, retired, stats, msg.fresh, msg.round, mode=self.config.generation_mode, centre=centre,
-                            attempts=self.config.proposals_per_assignment):
+                            attempts=self.config.proposals_per_assignment,
+                            blind=self.config.planner_direction == "coin"):
             log.info("assignment issued", extra={
                 "assignment_id": a.lineage.assignment_id, "round": a.lineage.round, "mode": a.lineage.mode,
                 "parent_env_id": a.lineage.parent_env_id or "", "direction": a.direction, "category": a.lineage.category})

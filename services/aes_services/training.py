@@ -1,7 +1,8 @@
 """Training rollouts: the pool's environments, attempted in groups by the current policy.
 
 - ``WavePlannerService`` (``aes.training.wave``): samples environments from the
-  active pool and publishes one ``RolloutRequest`` per attempt.
+  active pool (weighted by their last training group, ``AES_TRAINING_BUFFER_WEIGHT``) and
+  publishes one ``RolloutRequest`` per attempt.
 - ``TrainingRolloutService`` (``aes.rollout.request``): runs one attempt with the
   served policy and publishes it (``RolloutSummary`` with purpose ``training`` and a
   ``TrajectoryRef`` of its group). An attempt waits (redelivery with backoff) until the
@@ -16,16 +17,17 @@ import logging
 
 from aes_proto import subjects
 from aes_proto.messages import RolloutRequest, TrainingWave
-from aes_proto.records import TRAINING_BUCKET
+from aes_proto.records import HISTORY_BUCKET, TRAINING_BUCKET
 
 from aes_lib.agents.loop import LoopLimits
 from aes_lib.flywheel.config import FlywheelConfig
 from aes_lib.runners.pool_store import BUCKET, PoolStore
 from aes_lib.agents.solver import publish_rollout
 from aes_lib.runners.rollouts import cached
-from aes_lib.flywheel.training import TrainingConfig, wave_requests
+from aes_lib.flywheel.training import TrainingConfig, buffer_weights, wave_requests
 from aes_lib.models.weights import engine_client
 from aes_lib.service import Context, Service
+from aes_services.planner import load_histories
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +53,12 @@ class WavePlannerService(Service[TrainingWave]):
         if not entries:
             log.warning("wave skipped: the pool is empty", extra={"wave_id": msg.wave_id})
             return
-        requests = wave_requests(msg, entries, TrainingConfig.from_env().allow_forgeable)
+        cfg = TrainingConfig.from_env()
+        weights = None
+        if cfg.buffer_weight < 1.0:  # the histories are the planner-stats service's
+            histories = await load_histories(await ctx.kv(HISTORY_BUCKET), [e.env_id for e in entries])
+            weights = buffer_weights(histories, cfg.buffer_weight)
+        requests = wave_requests(msg, entries, cfg.allow_forgeable, weights)
         log.info("wave planned", extra={"wave_id": msg.wave_id, "policy_version": msg.policy_version,
                                         "groups": len({r.group_id for r in requests}), "attempts": len(requests)})
         for req in requests:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from aes_ops.experiment import EvalPoint, RunResult, summarize
+from aes_ops.experiment import COMPARISONS, EvalPoint, RunResult, gate, read_outs, summarize
 from aes_ops.experiment_cost import Cost, Spend
 from aes_ops.experiment_report import markdown, write
 
@@ -26,17 +26,21 @@ def _run(arm: str, seed: int, rewards: list[float], signal: int, admitted: int =
                      cost=Cost(training=Spend(32, 64.0, 320), selection=Spend(8 * admitted, 20.0 * admitted, 80 * admitted)))
 
 
-def _report() -> dict:
-    runs = [_run("static", 0, [0.1, 0.2], 2), _run("flywheel", 0, [0.1, 0.4], 5, admitted=2),
+def _report_runs() -> list[RunResult]:
+    return [_run("static", 0, [0.1, 0.2], 2), _run("flywheel", 0, [0.1, 0.4], 5, admitted=2),
             _run("static", 1, [0.3, 0.2], 3), _run("flywheel", 1, [0.3, 0.6], 6, admitted=3)]
+
+
+def _report(extra: list[RunResult] = ()) -> dict:
+    runs = _report_runs() + list(extra)
     cfg = {"seeds": 2, "arms": "static,flywheel", "waves": 2, "families": "echo-words", "max_difficulty": 4,
            "heldout_per_difficulty": 1, "eval_k": 2, "eval_every": 1, "static_pool_size": 6, "start_per_family": 2,
-           "waves_per_round": 2, "policy": "bootstrap"}
+           "waves_per_round": 2, "policy": "bootstrap", "buffer_weight": 0.1, "frontier_every": 2}
     return {"config": cfg, "training": {"groups_per_wave": 4, "group_size": 4, "max_turns": 1, "max_tokens": 32,
                                         "temperature": 1.0},
             "learner": {"lr": 5e-4, "groups_per_batch": 1}, "rollout_budget": 32, "heldout": ["a", "b"],
             "runs": [dataclasses.asdict(r) for r in runs],
-            "arms": summarize(runs), "wall_s": 404.0}
+            "arms": summarize(runs), "read_outs": (outs := read_outs(runs)), "gate": gate(outs), "wall_s": 404.0}
 
 
 def test_summary_is_over_seeds_with_intervals_and_pooled_signal():
@@ -50,14 +54,39 @@ def test_summary_is_over_seeds_with_intervals_and_pooled_signal():
 
 def test_arms_are_compared_seed_by_seed():
     """Seed 0: 0.4 - 0.2, seed 1: 0.6 - 0.2 at the last point; the same start at the first."""
-    arms = _report()["arms"]
-    assert arms["static"]["paired"] == [] and arms["flywheel"]["versus"] == "static"
-    first, last = arms["flywheel"]["paired"]
+    [flywheel] = _report()["read_outs"]
+    assert (flywheel["arm"], flywheel["baseline"]) == ("flywheel", "static")
+    first, last = flywheel["points"]
     assert first["difference"] == pytest.approx(0.0) and first["sd"] == pytest.approx(0.0)
     assert last["difference"] == pytest.approx(0.3) and last["sd"] == pytest.approx(0.1 * 2 ** 0.5)
     lo, hi = last["ci95"]  # two seeds: t(1) = 12.7, half-width 12.7 * 0.1414 / sqrt(2)
     assert lo == pytest.approx(0.3 - 1.2706, abs=1e-3) and hi == 1.0  # clipped to the range of a difference
     assert last["detectable"] > 1.0  # two seeds cannot resolve a difference of 0.1
+
+
+def test_the_read_outs_follow_the_plan_with_the_positive_control_first():
+    """Every arm of issue 48 paired against its baselines in the pre-registered order; the gate is
+    oracle minus static at the last point against twice its detectable difference."""
+    extra = [_run(arm, seed, rewards, 4) for arm, by_seed in {
+        "oracle": ([0.1, 0.9], [0.3, 0.92]), "weighted": ([0.1, 0.3], [0.3, 0.3]), "blind": ([0.1, 0.3], [0.3, 0.4]),
+        "both": ([0.1, 0.5], [0.3, 0.5])}.items() for seed, rewards in enumerate(by_seed)]
+    report = _report(extra)
+    assert [(o["arm"], o["baseline"]) for o in report["read_outs"]] == list(COMPARISONS) == [
+        ("oracle", "static"), ("weighted", "static"), ("flywheel", "static"), ("flywheel", "weighted"),
+        ("flywheel", "blind"), ("both", "flywheel")]
+    blind = next(o for o in report["read_outs"] if o["baseline"] == "blind")["points"][-1]
+    assert blind["difference"] == pytest.approx(0.15)  # 0.4 - 0.3 and 0.6 - 0.4
+    g = report["gate"]  # 0.9 - 0.2 and 0.92 - 0.2: sd 0.014, detectable 0.141
+    assert (g["difference"], g["detectable"], g["passed"]) == (pytest.approx(0.71), pytest.approx(0.1408, abs=1e-4), True)
+    text = markdown(report, "2 cores", "2026-12-01", "aes experiment pools")
+    assert "| oracle | static | 2 | 2 | +0.710 |" in text and "| flywheel | blind | 2 | 2 | +0.150 |" in text
+    assert "Gate: oracle minus static at the last point +0.710 against twice its detectable difference 0.282: passed." \
+        in text
+    # 0.1 and 0.3 better: sd 0.14, detectable 1.41, so +0.2 does not pass; one seed reads no gate
+    noisy = [_run("oracle", 0, [0.1, 0.3], 4), _run("oracle", 1, [0.3, 0.5], 4)]
+    assert gate(read_outs(_report_runs() + noisy))["passed"] is False
+    assert gate(read_outs([_run("oracle", 0, [0.1, 0.9], 4), _run("static", 0, [0.1, 0.2], 2)])) is None
+    assert _report()["gate"] is None and "Gate" not in markdown(_report(), "2 cores", "2026-12-01", "aes")
 
 
 def test_learning_within_an_arm_is_seed_by_seed_overall_and_per_family():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import random
 
 import pytest
 
@@ -43,6 +44,25 @@ def test_heldout_covers_every_difficulty_and_never_meets_the_pools():
     pools.disjoint(pools.static_pool(NAMES, 200) + pools.flywheel_start(NAMES, 4), held)
     with pytest.raises(ValueError, match=r"1 held-out instance\(s\) are in the pool"):
         pools.disjoint([held[3]], held)
+
+
+def test_the_oracle_frontier_is_the_lowest_difficulty_not_yet_mastered():
+    """Below 0.9 on the held-out set, per family; the top where every level is mastered. Not the
+    level nearest 0.5: that tied to a mastered level once the policy read 1.0 there and 0 above."""
+    by_difficulty = {"ladder/d1": 1.0, "ladder/d2": 0.95, "ladder/d3": 0.5, "ladder/d4": 0.0, "ladder/d10": 0.0,
+                     "echo-words/d2": 0.9, "echo-words/d1": 0.92, "echo-words/d3": 0.95}
+    assert pools.frontier(by_difficulty) == {"ladder": 3, "echo-words": 3}
+    assert pools.frontier({"ladder/d1": 0.0, "ladder/d2": 0.3}) == {"ladder": 1}  # the start itself
+    assert pools.frontier({}) == {}
+
+
+def test_the_oracle_draws_fresh_instances_at_the_frontier_the_families_in_turn():
+    picked = pools.at_frontier({"ladder": 3, "echo-words": 2}, 5, random.Random(0))
+    assert [(i.family, i.params.difficulty) for i in picked] == [("ladder", 3), ("echo-words", 2)] * 2 + [("ladder", 3)]
+    assert len(set(picked)) == 5 and all(i.params.seed < pools.POOL_SEEDS for i in picked)
+    pools.disjoint(picked, pools.heldout(["ladder", "echo-words"], per_difficulty=4))
+    assert picked != pools.at_frontier({"ladder": 3, "echo-words": 2}, 5, random.Random(1))  # fresh every wave
+    assert pools.at_frontier({}, 3, random.Random(0)) == []
 
 
 def test_bad_arguments_are_clear_errors():

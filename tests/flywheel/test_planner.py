@@ -1,5 +1,7 @@
 """Planner logic: history folding, parent choice across categories, directions, stable ids."""
 
+import pytest
+
 from aes_proto.messages import BlobRef, RolloutSummary
 from aes_proto.records import EnvHistory, PoolEntry, RolloutRecord
 
@@ -93,3 +95,30 @@ def test_each_slot_becomes_a_group_of_parallel_attempts():
     assert len({a.idempotency_key for a in out}) == 6  # each attempt is its own proposer episode
     [single] = plan_round([_entry("a")], [], {}, fresh=1, round_=2)
     assert (single.lineage.assignment_id, single.group_id, single.group_size) == ("r2-000", "r2-000", 1)
+
+
+def test_a_blind_plan_tosses_a_coin_for_each_direction_whatever_the_pass_rate():
+    """The no-feedback ablation: the same parents, each child's direction by a coin seeded with its
+    slot and parent, so a replanned round repeats it and runs from other pools toss their own."""
+    active = [_entry(f"hard{i}") for i in range(12)]
+    stats = {e.env_id: _history(e.env_id, 0.0, 0.0) for e in active}  # all failing: the planner says easier
+    seen = plan_round(active, [], stats, fresh=12, round_=1)
+    blind = plan_round(active, [], stats, fresh=12, round_=1, blind=True)
+    assert {a.direction for a in seen} == {"easier"}
+    assert {a.direction for a in blind} == {"easier", "harder"}
+    assert [a.lineage.parent_env_id for a in blind] == [a.lineage.parent_env_id for a in seen]
+    assert [a.pass_rate for a in blind] == [a.pass_rate for a in seen]  # the move's step size still reads it
+    assert [a.direction for a in plan_round(active, [], stats, fresh=12, round_=1, blind=True)] == \
+        [a.direction for a in blind]
+    # the proposals of one slot share its coin
+    group = plan_round(active[:1], [], stats, fresh=1, round_=1, attempts=4, blind=True)
+    assert len({a.direction for a in group}) == 1
+
+
+def test_the_planner_direction_is_a_setting(monkeypatch):
+    from aes_lib.flywheel.config import FlywheelConfig, FlywheelConfigError
+
+    monkeypatch.setenv("AES_PLANNER_DIRECTION", "coin")
+    assert FlywheelConfig.from_env().planner_direction == "coin"
+    with pytest.raises(FlywheelConfigError, match="AES_PLANNER_DIRECTION"):
+        FlywheelConfig(planner_direction="random")

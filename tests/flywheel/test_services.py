@@ -1,15 +1,18 @@
-"""Pool, planner and policy-watch services on a real nats-server."""
+"""Pool, planner, policy-watch and wave-planner services on a real nats-server."""
 
 import asyncio
+from collections import Counter
 
 from aes_proto import subjects
-from aes_proto.messages import Assignment, BlobRef, CalibrationResult, Lineage, PolicyVersion, PoolEvent, PoolPlan, PoolReview, RolloutSummary
+from aes_proto.messages import (Assignment, BlobRef, CalibrationResult, Lineage, PolicyVersion, PoolEvent, PoolPlan,
+                                PoolReview, RolloutRequest, RolloutSummary, TrainingWave)
 
 from aes_lib.flywheel.config import FlywheelConfig
 from aes_proto.records import HISTORY_BUCKET, PoolEntry
 from aes_lib.runners.pool_store import BUCKET, PoolStore
 from aes_services.planner import PlannerService, RolloutStatsService, load_histories
 from aes_services.pool import PolicyWatchService, PoolService
+from aes_services.training import WavePlannerService
 
 from flywheel_helpers import drain_workqueue, idle, running, wait_for
 
@@ -97,3 +100,28 @@ async def test_stats_and_planner_publish_assignments_from_latest_rollouts(fresh_
     assert fresh["hard"].direction == "easier" and fresh["hard"].pass_rate == 0.25
     assert fresh["hard"].common_failure == "test_sum: assert 3 == 4"
     assert fresh["easy"].direction == "harder" and fresh["easy"].lineage.category == "git"
+
+
+async def test_the_wave_planner_draws_what_taught_nothing_less(fresh_nats, bus, monkeypatch):
+    """``AES_TRAINING_BUFFER_WEIGHT`` (the pools experiment's ``weighted`` arm): the wave planner
+    weighs each pool environment by the spread of its latest training group, as the planner-stats
+    service recorded it; uniformly the two would get about 20 of the 40 attempts each."""
+    monkeypatch.setenv("AES_TRAINING_BUFFER_WEIGHT", "0.01")
+    store = PoolStore(await bus.kv(BUCKET), capacity=8)
+    for env_id in ("flat", "spread"):
+        await store.admit(PoolEntry(env_id=env_id, bundle=_ref(env_id)))
+    async with running(fresh_nats, RolloutStatsService(), WavePlannerService()):
+        for env_id, rewards in (("flat", (1.0, 1.0)), ("spread", (1.0, 0.0))):
+            for k, reward in enumerate(rewards):
+                rid = f"w0-g0-{env_id}-{k}"
+                await bus.publish(subjects.ROLLOUT_SUMMARY, RolloutSummary(
+                    idempotency_key=rid, episode_id="w0", rollout_id=rid, env_id=env_id, role="solver", reward=reward))
+        kv = await bus.kv(HISTORY_BUCKET)
+        while sum(len(h.recent) for h in (await load_histories(kv, ["flat", "spread"])).values()) < 4:
+            await asyncio.sleep(0.1)
+        for w in range(1, 21):
+            await bus.publish(subjects.TRAINING_WAVE, TrainingWave(
+                idempotency_key=f"w{w}", episode_id=f"w{w}", wave_id=f"w{w}", groups=1, group_size=2))
+        requests = await drain_workqueue(bus, subjects.ROLLOUT_REQUEST, RolloutRequest, 40)
+    counts = Counter(r.env_id for r in requests)
+    assert counts["spread"] >= 36 and counts["flat"] <= 4

@@ -1,7 +1,8 @@
 """``aes experiment pools`` end to end on a tiny budget: the arms through the real services
 (nats-server, the torch engine, Docker rollouts, the learner, the weight sync; the flywheel's
-procedural proposer, validator, calibrator, pool and review; for ``both`` the policy as the
-parametric proposer and the proposer samples), and the JSON it writes."""
+procedural proposer, validator, calibrator, pool and review, ``blind``'s coin in the planner;
+``weighted``'s buffer weights in the wave planner; ``oracle``'s fresh pool per wave; for ``both``
+the policy as the parametric proposer and the proposer samples), and the JSON it writes."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 from aes_cli.main import main
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(2400)]
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(3600)]
 
 
 def _tiny_budget(monkeypatch, tmp_path, policy, **more) -> None:
@@ -35,22 +36,34 @@ def _tiny_budget(monkeypatch, tmp_path, policy, **more) -> None:
         monkeypatch.delenv(var, raising=False)
 
 
-def test_tiny_experiment_writes_both_arms(tiny_model, tmp_path, monkeypatch, capsys):
-    """The static and the flywheel arm. The starting policy is the random tiny model (no training
-    to wait for): it scores 0, hence the wide band."""
-    _tiny_budget(monkeypatch, tmp_path, tiny_model)
+ARMS = ("static", "weighted", "oracle", "flywheel", "blind")
+
+
+def test_tiny_experiment_writes_every_arm_and_its_read_outs(tiny_model, tmp_path, monkeypatch, capsys):
+    """Static, weighted, oracle, flywheel and blind. The starting policy is the random tiny model
+    (no training to wait for): it scores 0, hence the wide band, and the oracle's frontier is the
+    easiest difficulty."""
+    _tiny_budget(monkeypatch, tmp_path, tiny_model, AES_EXPERIMENT_ARMS=",".join(ARMS))
     out = tmp_path / "out"
     assert main(["experiment", "pools", "--out", str(out), "--progress", "plain"]) == 0
     printed = capsys.readouterr().out
     assert "groups with a learning signal" in printed
+    assert "Gate (oracle minus static at the last point): not read, fewer than 2 seeds." in printed
 
     report = json.loads((out / "pools_experiment.json").read_text())
     assert (out / "pools_experiment.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "data:image/png;base64," in (page := (out / "pools_experiment.html").read_text())
-    assert "<td>flywheel</td>" in page and "<td>static</td>" in page
+    assert all(f"<td>{arm}</td>" in page for arm in ARMS)
     assert report["rollout_budget"] == 2 * 2 * 2
     assert report["heldout"] == ["echo-words-d1-s1099511627776", "echo-words-d2-s1099511627776"]
-    assert sorted(report["arms"]) == ["flywheel", "static"]
+    assert list(report["arms"]) == list(ARMS)
+    # the plan's read-outs among these arms, the gate first; one seed: no interval, no gate
+    assert [(o["arm"], o["baseline"]) for o in report["read_outs"]] == [
+        ("oracle", "static"), ("weighted", "static"), ("flywheel", "static"), ("flywheel", "weighted"),
+        ("flywheel", "blind")]
+    assert all([q["wave"] for q in o["points"]] == [0, 2] and o["points"][0]["difference"] == pytest.approx(0.0)
+               for o in report["read_outs"])  # the same start, scored with the same draws
+    assert report["gate"] is None
     runs = {r["arm"]: r for r in report["runs"]}
     for arm, data in report["arms"].items():
         run = runs[arm]
@@ -71,11 +84,18 @@ def test_tiny_experiment_writes_both_arms(tiny_model, tmp_path, monkeypatch, cap
         assert data["points"][0]["ci95"] is None  # one seed: no interval over seeds
         # no model proposes in either arm: no proposer reward, samples or updates
         assert run["proposer_reward"] == [] and run["proposer_samples"] == run["proposer_updates"] == 0
-    # only the flywheel chose environments: it validated and calibrated the proposer's instances
-    # and reviewed its pool; the static pool spent nothing on choosing
-    assert runs["static"]["selection_rollouts"] == {} and runs["static"]["validations"] == 0
-    assert runs["flywheel"]["validations"] >= 1
-    assert runs["flywheel"]["selection_rollouts"].get("pool_review", 0) >= 4  # the start pool rerun
+    # only the flywheels chose environments: they validated and calibrated the proposer's instances
+    # and reviewed their pools; the fixed pools spent nothing on choosing, nor did the oracle, whose
+    # one reading of the frontier (before wave 1) was the evaluation every arm makes
+    for arm in ("static", "weighted", "oracle"):
+        assert runs[arm]["selection_rollouts"] == {} and runs[arm]["validations"] == 0, arm
+    for arm in ("flywheel", "blind"):
+        assert runs[arm]["validations"] >= 1
+        assert runs[arm]["selection_rollouts"].get("pool_review", 0) >= 4  # the start pool rerun
+    # the oracle trained at its frontier, the easiest difficulty, on fresh instances each wave
+    assert runs["oracle"]["trained_difficulty"] == [1.0, 1.0] and runs["oracle"]["admitted"] == 0
+    fresh = [sorted(d.name for d in (out / "runs" / "oracle-s0" / "oracle" / f"w{w}").iterdir()) for w in (0, 1)]
+    assert all(len(names) == 2 for names in fresh) and not set(fresh[0]) & set(fresh[1])
     # what each arm spent, from the summaries and results the services published
     for arm, run in runs.items():
         spent = run["cost"]
@@ -87,6 +107,7 @@ def test_tiny_experiment_writes_both_arms(tiny_model, tmp_path, monkeypatch, cap
             total = spent["training"]["rollouts"] + spent["selection"]["rollouts"]
             assert per_group["rollouts"] == pytest.approx(total / run["signal_groups"])
     assert runs["flywheel"]["cost"]["selection"]["container_s"] > 0  # validations and calibration
+    assert runs["blind"]["cost"]["selection"]["container_s"] > 0
 
 
 def test_tiny_experiment_both_roles_trains_the_policy_as_proposer(experiment_policy, tmp_path, monkeypatch, capsys):

@@ -1,12 +1,14 @@
 """The training loop's pure parts: wave sampling, configuration, which services and engines."""
 
+import collections
 import dataclasses
 
 import pytest
 
 from aes_lib.config import Settings
-from aes_proto.records import PoolEntry
-from aes_lib.flywheel.training import TrainingConfig, TrainingConfigError, sample_environments, wave_requests
+from aes_proto.records import EnvHistory, PoolEntry, RolloutRecord
+from aes_lib.flywheel.training import (TrainingConfig, TrainingConfigError, buffer_weights, last_group,
+                                       sample_environments, wave_requests)
 from aes_ops.waves import LearnerTally
 from aes_lib.models.weights import StaticEngineError, TorchEngineClient, VLLMEngineClient, engine_client
 from aes_proto.messages import UNKNOWN_VERSION
@@ -28,6 +30,41 @@ def test_waves_sample_without_replacement_repeatably_and_cycle_a_small_pool():
     assert a != sample_environments(_entries(10), 4, "r1w1")
     assert sorted(e.env_id for e in sample_environments(_entries(2), 4, "x")) == ["env00", "env00", "env01", "env01"]
     assert sample_environments([], 3, "x") == []
+
+
+def _trained(env_id, *groups, purpose="training"):
+    """``env_id``'s history with one group of attempts per ``groups`` entry, ids as ``wave_requests`` makes them."""
+    return EnvHistory(env_id=env_id, recent=tuple(
+        RolloutRecord(rollout_id=f"w{w}-g0-{env_id}-{k}", reward=r, purpose=purpose)
+        for w, rewards in enumerate(groups) for k, r in enumerate(rewards)))
+
+
+def test_the_last_training_group_is_read_from_the_rollout_ids():
+    assert last_group(_trained("e", [0.0, 1.0], [1.0, 1.0, 1.0])) == [1.0, 1.0, 1.0]
+    assert last_group(_trained("e", [0.0, 1.0], purpose="pool_review")) == []  # not a training group
+    assert last_group(EnvHistory(env_id="e")) == []
+
+
+def test_buffer_weights_weigh_down_what_had_no_spread_last_time():
+    """Prime-rl's buffer: all-pass and all-fail groups teach nothing, so those environments are drawn
+    less; a spread in the latest group restores the weight, as does never having been trained on."""
+    histories = {"mastered": _trained("mastered", [1.0, 1.0]), "hopeless": _trained("hopeless", [0.0, 0.0]),
+                 "frontier": _trained("frontier", [1.0, 0.0]), "recovered": _trained("recovered", [0.0, 0.0], [0.0, 1.0]),
+                 "untried": EnvHistory(env_id="untried")}
+    assert buffer_weights(histories, 0.1) == {"mastered": 0.1, "hopeless": 0.1}
+
+
+def test_weighted_waves_draw_the_weighted_down_environments_less():
+    entries = _entries(4)
+    weights = {"env00": 0.1, "env01": 0.1}
+    counts = collections.Counter(e.env_id for w in range(400)
+                                 for e in sample_environments(entries, 2, f"w{w}", weights))
+    # the two at weight 0.1 get about an eighth of the picks (half of them when uniform)
+    assert counts["env00"] + counts["env01"] < 0.2 * (counts["env02"] + counts["env03"])
+    assert sample_environments(entries, 4, "w0", weights) == sample_environments(entries[::-1], 4, "w0", weights)
+    assert len({e.env_id for e in sample_environments(entries, 4, "w0", weights)}) == 4  # still without replacement
+    # no weights: the uniform draw as before
+    assert sample_environments(entries, 2, "w0", None) == sample_environments(entries, 2, "w0")
 
 
 def test_wave_requests_are_groups_with_stable_ids():
@@ -58,6 +95,9 @@ def test_training_config_refuses_what_cannot_train(monkeypatch):
         TrainingConfig(group_size=1)
     with pytest.raises(TrainingConfigError, match="temperature"):
         TrainingConfig(temperature=0)
+    for weight in (0.0, 1.5):
+        with pytest.raises(TrainingConfigError, match="buffer_weight"):
+            TrainingConfig(buffer_weight=weight)
     monkeypatch.setenv("AES_TRAINING_GROUP_SIZE", "6")
     assert TrainingConfig.from_env().group_size == 6
 
@@ -115,3 +155,15 @@ def test_a_trajectory_with_a_turn_of_unknown_version_is_unknown_never_v0():
     assert traj(3, None).policy_version == traj(None).policy_version == UNKNOWN_VERSION == -1
     with pytest.raises(TrainingConfigError, match="policy_lag"):
         TrainingConfig(policy_lag=-1)
+
+
+def test_each_pools_arm_runs_the_services_that_make_it():
+    """``aes experiment pools``: the controls change settings, not services, except that the
+    weighted arm's buffer weights read the planner-stats histories."""
+    from aes_lib.flywheel.experiment import ARMS
+    from aes_lib.learner import LearnerConfig
+    from aes_ops.experiment import _services
+
+    names = {arm: {s.name for s in _services(arm, TrainingConfig(), LearnerConfig())} for arm in ARMS}
+    assert names["weighted"] - names["static"] == {"planner-stats"} and names["oracle"] == names["static"]
+    assert names["blind"] == names["flywheel"] and {"planner", "calibrator"} <= names["blind"]

@@ -12,6 +12,9 @@ from aes_lib.tools import AGENT_PROTOCOLS
 from aes_lib.flywheel.calibration import CalibrationRule
 
 
+PLANNER_DIRECTIONS = ("pass_rate", "coin")
+
+
 class FlywheelConfigError(ValueError):
     """A flywheel setting with a malformed or impossible value."""
 
@@ -55,6 +58,11 @@ class FlywheelConfig:
     """How proposers build environments: ``agent``, ``prompt``, ``feedback``, ``procedural`` (task families'
     instances, no model; the pool must hold family instances, e.g. from ``aes_lib.families``) or
     ``parametric`` (the same, the proposer's model choosing the difficulty)."""
+    planner_direction: str = "pass_rate"
+    """How the planner sets each assignment's direction: ``pass_rate`` (easier where the solver
+    fails the parent, harder where it passes) or ``coin`` (easier or harder at random: the
+    pools experiment's ``blind`` arm, the flywheel without solver feedback; revisions still
+    follow the calibration)."""
 
     @classmethod
     def from_env(cls, **overrides: object) -> "FlywheelConfig":
@@ -65,6 +73,9 @@ class FlywheelConfig:
             raise FlywheelConfigError(f"AES_GENERATION_MODE: expected one of {modes}, got {self.generation_mode!r}")
         if self.agent_protocol not in AGENT_PROTOCOLS:
             raise FlywheelConfigError(f"AES_AGENT_PROTOCOL: expected one of {AGENT_PROTOCOLS}, got {self.agent_protocol!r}")
+        if self.planner_direction not in PLANNER_DIRECTIONS:
+            raise FlywheelConfigError(f"AES_PLANNER_DIRECTION: expected one of {PLANNER_DIRECTIONS}, "
+                                      f"got {self.planner_direction!r}")
         if min(self.pool_capacity, self.review_every, self.proposals_per_assignment, self.solver_max_tokens) < 1 \
                 or min(self.assignments_per_round, self.solver_history_turns, self.solver_context_tokens) < 0:
             raise FlywheelConfigError("pool_capacity, review_every, proposals_per_assignment and solver_max_tokens "

@@ -13,7 +13,7 @@ from typing import ClassVar
 
 from aes_lib.config import read_settings
 
-ARMS = ("static", "flywheel", "both")
+ARMS = ("static", "weighted", "oracle", "flywheel", "blind", "both")
 
 
 class ExperimentConfigError(ValueError):
@@ -32,9 +32,13 @@ class ExperimentConfig:
     """Highest difficulty used of each family (0: the family's own maximum)."""
     arms: str = "static,flywheel"
     """Arms to run, comma-separated: ``static`` (a fixed pool, uniform over the difficulty
-    range), ``flywheel`` (procedural proposer, planner, calibration band, retirement) and
-    ``both`` (the flywheel with the policy being trained as its proposer, ``parametric`` mode,
-    trained on r_P too; needs ``AES_PROPOSALS_PER_ASSIGNMENT`` >= 2 for proposer groups)."""
+    range), ``weighted`` (the same pool, an environment whose last group had no reward spread
+    sampled at ``buffer_weight``: prime-rl's buffer), ``oracle`` (no pool: each wave's
+    environments fresh at the held-out frontier, the positive control), ``flywheel`` (procedural
+    proposer, planner, calibration band, retirement), ``blind`` (the flywheel with each direction
+    by a coin: no solver feedback) and ``both`` (the flywheel with the policy being trained as its
+    proposer, ``parametric`` mode, trained on r_P too; needs ``AES_PROPOSALS_PER_ASSIGNMENT`` >= 2
+    for proposer groups)."""
     seeds: int = 2
     """Independent runs of every arm (each from the same starting policy)."""
     waves: int = 6
@@ -51,6 +55,12 @@ class ExperimentConfig:
     """Instances in the static arm's pool."""
     start_per_family: int = 2
     """Instances of each family at its easiest that the flywheel starts from."""
+    buffer_weight: float = 0.1
+    """``weighted``: the sampling weight of an environment whose last training group had no
+    reward spread, against 1 (``AES_TRAINING_BUFFER_WEIGHT`` in that arm)."""
+    frontier_every: int = 2
+    """``oracle``: waves between two readings of the frontier from the held-out set (a reading
+    reuses the last evaluation where the weights are still the same)."""
     policy: str = "bootstrap"
     """The starting policy: ``bootstrap`` (a tiny model taught the families' easiest instances,
     ``aes_ops.bootstrap_policy``) or a transformers model folder."""
@@ -78,9 +88,11 @@ class ExperimentConfig:
         if not self.arm_names():
             raise ExperimentConfigError("AES_EXPERIMENT_ARMS: no arm given")
         if min(self.seeds, self.waves, self.waves_per_round, self.eval_every, self.heldout_per_difficulty,
-               self.eval_k, self.static_pool_size, self.start_per_family) < 1:
+               self.eval_k, self.static_pool_size, self.start_per_family, self.frontier_every) < 1:
             raise ExperimentConfigError("seeds, waves, waves_per_round, eval_every, heldout_per_difficulty, "
-                                        "eval_k, static_pool_size and start_per_family must be >= 1")
+                                        "eval_k, static_pool_size, start_per_family and frontier_every must be >= 1")
+        if not 0.0 < self.buffer_weight <= 1.0:
+            raise ExperimentConfigError(f"buffer_weight must be in (0, 1], got {self.buffer_weight}")
         if self.max_difficulty < 0 or self.bootstrap_steps < 0:
             raise ExperimentConfigError("max_difficulty and bootstrap_steps must be >= 0")
         if not 0.0 <= self.bootstrap_near_miss <= 1.0:

@@ -4,12 +4,14 @@ Per environment the planner-stats service keeps the solver's latest attempts and
 count of failure signatures (``aes_proto.records.EnvHistory``, folded from
 ``RolloutSummary`` messages by ``fold``). A plan picks parents so that categories with the fewest active
 environments come first, and inside a category the parent whose pass rate is
-farthest from the band centre (the clearest signal for "easier" or "harder").
+farthest from the band centre (the clearest signal for "easier" or "harder"). ``blind`` plans
+(``AES_PLANNER_DIRECTION=coin``) choose the same parents and toss a coin for the direction.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import random
 from collections import Counter
 from collections.abc import Sequence
 
@@ -54,8 +56,12 @@ def parents(entries: Sequence[PoolEntry], stats: dict[str, EnvHistory]) -> list[
     return out
 
 
-def direction(pass_rate: float | None, centre: float = 0.5) -> str:
-    """Solver keeps failing -> easier; succeeds -> harder; unknown -> a new variant."""
+def direction(pass_rate: float | None, centre: float = 0.5, coin: str = "") -> str:
+    """Solver keeps failing -> easier; succeeds -> harder; unknown -> a new variant. ``coin`` (a
+    seed): easier or harder by a fair coin seeded with it, whatever the pass rate (the
+    no-feedback ablation)."""
+    if coin:
+        return random.Random(coin).choice(("easier", "harder"))
     if pass_rate is None:
         return "new"
     return "easier" if pass_rate < centre else "harder"
@@ -84,24 +90,27 @@ def choose(candidates: Sequence[Parent], count: int, centre: float = 0.5) -> lis
 
 
 def assignments(p: Parent, group_id: str, round_: int, mode: GenerationMode, centre: float = 0.5,
-                attempts: int = 1) -> list[Assignment]:
+                attempts: int = 1, blind: bool = False) -> list[Assignment]:
     """``attempts`` parallel proposals for one slot (the proposer's training group);
     each id doubles as idempotency key and episode id."""
     if attempts == 1:
-        return [assignment(p, group_id, round_, mode, centre)]
-    return [assignment(p, f"{group_id}-a{k}", round_, mode, centre, group_id=group_id, group_size=attempts)
-            for k in range(attempts)]
+        return [assignment(p, group_id, round_, mode, centre, blind=blind)]
+    return [assignment(p, f"{group_id}-a{k}", round_, mode, centre, group_id=group_id, group_size=attempts,
+                       blind=blind) for k in range(attempts)]
 
 
 def assignment(p: Parent, assignment_id: str, round_: int, mode: GenerationMode, centre: float = 0.5,
-               group_id: str = "", group_size: int = 1) -> Assignment:
-    """One assignment; its id doubles as idempotency key and episode id."""
+               group_id: str = "", group_size: int = 1, blind: bool = False) -> Assignment:
+    """One assignment; its id doubles as idempotency key and episode id. ``blind``: the direction
+    by a coin seeded with the group and the parent (a replanned round tosses the same; runs from
+    other pools toss their own)."""
+    coin = f"{group_id or assignment_id}/{p.entry.env_id}" if blind else ""
     return Assignment(
         idempotency_key=assignment_id,
         episode_id=assignment_id,
         lineage=Lineage(assignment_id=assignment_id, round=round_, parent_env_id=p.entry.env_id,
                         category=p.entry.category, domain=p.entry.domain, mode=mode),
-        direction=direction(p.pass_rate, centre),  # type: ignore[arg-type]
+        direction=direction(p.pass_rate, centre, coin),  # type: ignore[arg-type]
         parent_bundle=p.entry.bundle,
         pass_rate=p.pass_rate,
         common_failure=p.common_failure,
@@ -119,17 +128,18 @@ def plan_round(
     mode: GenerationMode = "agent",
     centre: float = 0.5,
     attempts: int = 1,
+    blind: bool = False,
 ) -> list[Assignment]:
     """One replacement per retired environment (it is the parent: retired as too easy
     means build a harder variant of it), then ``fresh`` assignments over the active pool
     (over the retired ones when the review emptied it), each as ``attempts`` parallel
-    proposals. Ids depend only on the round and the inputs, so a replanned round
-    repeats its keys."""
+    proposals; ``blind``: each direction by a coin (``assignment``). Ids depend only on the
+    round and the inputs, so a replanned round repeats its keys."""
     out = [
         a for p in parents(retired, stats)
-        for a in assignments(p, f"r{round_}-replace-{p.entry.env_id[:16]}", round_, mode, centre, attempts)
+        for a in assignments(p, f"r{round_}-replace-{p.entry.env_id[:16]}", round_, mode, centre, attempts, blind)
     ]
     for i, p in enumerate(choose(parents(active or retired, stats), fresh, centre)):
-        out.extend(assignments(p, f"r{round_}-{i:03d}", round_, mode, centre, attempts))
+        out.extend(assignments(p, f"r{round_}-{i:03d}", round_, mode, centre, attempts, blind))
     return out
 

@@ -3,20 +3,22 @@
 A wave samples ``groups_per_wave`` environments from the active pool and asks for
 ``group_size`` attempts at each; every attempt is one ``RolloutRequest`` that any
 replica of the training-rollout service may run. Ids derive from the wave id, so a
-redelivered wave republishes the same keys.
+redelivered wave republishes the same keys. With ``buffer_weight`` below 1 an environment whose
+latest training group had no reward spread is sampled less (``buffer_weights``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 from aes_proto.messages import RolloutRequest, TrainingWave
 
 from aes_lib.config import read_settings
-from aes_proto.records import PoolEntry
+from aes_lib.learner.advantages import has_signal
+from aes_proto.records import EnvHistory, PoolEntry
 
 
 class TrainingConfigError(ValueError):
@@ -54,6 +56,10 @@ class TrainingConfig:
     """How many versions a wave's samples may trail the learner, so the next wave samples while
     the learner trains (``aes_ops.waves.train``): 0 waits for each update to be served first
     (synchronous); keep it within the learner's ``max_policy_lag``, beyond which samples are dropped."""
+    buffer_weight: float = 1.0
+    """Sampling weight of a pool environment whose latest training group all passed or all failed,
+    against 1 for the others (prime-rl's buffer idea: what teaches nothing is drawn less; read
+    from the planner-stats service's histories); 1: uniform."""
 
     def __post_init__(self) -> None:
         if (min(self.groups_per_wave, self.group_size, self.max_turns, self.max_tokens) < 1
@@ -64,26 +70,50 @@ class TrainingConfig:
             raise TrainingConfigError("group_size must be >= 2: one attempt has no advantage")
         if self.temperature <= 0:
             raise TrainingConfigError(f"temperature must be > 0 for on-policy sampling, got {self.temperature}")
+        if not 0.0 < self.buffer_weight <= 1.0:
+            raise TrainingConfigError(f"buffer_weight must be in (0, 1], got {self.buffer_weight}")
 
     @classmethod
     def from_env(cls, **overrides: object) -> "TrainingConfig":
         return cls(**{**read_settings(cls, TrainingConfigError), **overrides})  # type: ignore[arg-type]
 
 
-def sample_environments(entries: Sequence[PoolEntry], n: int, seed: str) -> list[PoolEntry]:
-    """``n`` environments, uniformly and without replacement while the pool allows
-    (a pool smaller than ``n`` is cycled); the same seed picks the same ones."""
+def last_group(history: EnvHistory) -> list[float]:
+    """The rewards of the latest training group in ``history`` (as far as its window reaches;
+    empty: never trained on). A training rollout's id is its group's id and ``-<k>``
+    (``wave_requests``)."""
+    training = [r for r in history.recent if r.purpose == "training"]
+    group = training[-1].rollout_id.rsplit("-", 1)[0] if training else ""
+    return [r.reward for r in training if r.rollout_id.rsplit("-", 1)[0] == group]
+
+
+def buffer_weights(histories: Mapping[str, EnvHistory], weight: float) -> dict[str, float]:
+    """Env id -> ``weight`` for each environment whose latest training group had no reward spread
+    (the learner's ``has_signal``); the others, and those never trained on, weigh 1."""
+    return {env_id: weight for env_id, h in histories.items() if (got := last_group(h)) and not has_signal(got)}
+
+
+def sample_environments(entries: Sequence[PoolEntry], n: int, seed: str,
+                        weights: Mapping[str, float] | None = None) -> list[PoolEntry]:
+    """``n`` environments, uniformly and without replacement while the pool allows (a pool
+    smaller than ``n`` is cycled); with ``weights`` (env id -> weight, 1 where absent) weighted
+    without replacement (Efraimidis-Spirakis: keys u ** (1 / w)); the same seed picks the same ones."""
     ordered = sorted(entries, key=lambda e: e.env_id)
-    random.Random(seed).shuffle(ordered)
+    rng = random.Random(seed)
+    rng.shuffle(ordered)
+    if weights:
+        keys = {e.env_id: rng.random() ** (1.0 / weights.get(e.env_id, 1.0)) for e in ordered}
+        ordered.sort(key=lambda e: -keys[e.env_id])
     return [ordered[i % len(ordered)] for i in range(n)] if ordered else []
 
 
-def wave_requests(wave: TrainingWave, entries: Sequence[PoolEntry], allow_forgeable: bool = False) -> list[RolloutRequest]:
-    """One request per attempt of each sampled environment; entries flagged forgeable only when
-    ``allow_forgeable`` (a solver could learn to forge their reward)."""
+def wave_requests(wave: TrainingWave, entries: Sequence[PoolEntry], allow_forgeable: bool = False,
+                  weights: Mapping[str, float] | None = None) -> list[RolloutRequest]:
+    """One request per attempt of each sampled environment (``weights``: ``sample_environments``'s);
+    entries flagged forgeable only when ``allow_forgeable`` (a solver could learn to forge their reward)."""
     entries = [e for e in entries if allow_forgeable or not e.forgeable]
     out = []
-    for g, e in enumerate(sample_environments(entries, wave.groups, wave.wave_id)):
+    for g, e in enumerate(sample_environments(entries, wave.groups, wave.wave_id, weights)):
         group_id = f"{wave.wave_id}-g{g}-{e.env_id[:12]}"
         for k in range(wave.group_size):
             rid = f"{group_id}-{k}"

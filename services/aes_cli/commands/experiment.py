@@ -1,10 +1,12 @@
 """``aes experiment pools``: a static pool against the flywheel (and the flywheel whose proposer is
-the policy being trained, arm ``both``), same solver and rollout budget.
+the policy being trained, arm ``both``), same solver and rollout budget, with the controls
+``weighted``, ``oracle`` and ``blind``.
 
 The experiment's shape is the ``[experiment]`` section (``AES_EXPERIMENT_*``; ``aes config show``
 lists it), the solver, learner and waves the run's own sections; ``aes_ops.experiment`` runs it.
 Writes ``OUT/pools_experiment.json``, ``.html`` (the page) and ``.png`` (its plot) and prints the
-held-out evaluation, each arm's learning signal and, where the policy proposes, its proposer reward.
+held-out evaluation, each arm's learning signal, where the policy proposes its proposer reward,
+and the paired read-outs at the last point with the positive control's gate.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 from aes_cli.errors import CommandError
 from aes_cli.output import print_json, table
 from aes_lib.flywheel.experiment import ExperimentConfig
-from aes_ops.experiment_report import interval, markdown, number, proposer_rewards
+from aes_ops.experiment_report import gate_line, interval, markdown, number, proposer_rewards
 
 
 def _say(line: str) -> None:
@@ -52,6 +54,12 @@ def _run(args: argparse.Namespace) -> int:
             print(f"{arm}: proposer reward per round {proposer_rewards(data['proposer_reward'])}; "
                   f"{data['proposer_samples']:.1f} proposer samples, {data['proposer_updates']:.1f} proposer updates "
                   f"per run")
+    for o in report["read_outs"]:
+        if o["points"] and (last := o["points"][-1])["difference"] is not None:
+            print(f"{o['arm']} - {o['baseline']} after wave {last['wave']}: {last['difference']:+.3f} "
+                  f"(95% CI {interval(last['ci95'])}, detectable {number(last['detectable'])}, {last['seeds']} seeds)")
+    if line := gate_line(report):
+        print(line)
     print(f"results: {args.out / 'pools_experiment.json'}, page {args.out / 'pools_experiment.html'}, "
           f"plot {args.out / 'pools_experiment.png'}")
     if args.markdown:
