@@ -135,9 +135,11 @@ from aes_lib import families  # noqa: E402
 from aes_lib.agents.parse import parse_action  # noqa: E402
 from aes_lib.agents.proposer import parametric_prompt  # noqa: E402
 from aes_lib.families import Instance, Params  # noqa: E402
+from aes_lib.flywheel import controls, readouts  # noqa: E402
 from aes_lib.flywheel.calibration import CalibrationRule  # noqa: E402
 from aes_lib.flywheel.planner import direction  # noqa: E402
 from aes_lib.flywheel.pool import out_of_band  # noqa: E402
+from aes_lib.flywheel.readouts import COMPARISONS, ENDPOINTS  # noqa: E402
 from aes_lib.learner.advantages import centred, has_signal  # noqa: E402
 from aes_ops import bootstrap_policy, pools, power  # noqa: E402
 from aes_ops.evaluation import t_interval  # noqa: E402
@@ -150,10 +152,6 @@ true frontier, read from the held-out set (the positive control: it must beat ``
 any flywheel number is read); ``flywheel``: the planner's direction; ``blind``: the flywheel's
 rounds and calibration spend with a random direction (the no-feedback ablation); ``both``: the
 flywheel with the policy choosing difficulties, its proposer updates on an optimizer of their own."""
-MASTERED = 0.9
-"""The oracle's frontier is the lowest difficulty whose held-out mean reward is below this (the
-top where none is). Nearest 0.5 was the first rule: once the policy fell to 1.0 on the first
-levels and 0 above, the tie went to a mastered level and the oracle trained where nothing varies."""
 APP = re.compile(r"(?<![\w./-])/app(?![\w.-])")
 """The task's working directory in the image, as the commands and the tests name it."""
 COMMAND_TIMEOUT_S = 5.0
@@ -192,14 +190,12 @@ class Shape:
     policy: bootstrap_policy.PolicySpec = bootstrap_policy.PolicySpec(near_miss_share=0.5)
     """The project's bootstrap policy, shown echo-words' near miss in half its examples as
     bench/pools_experiment.toml's is."""
-    buffer_weight: float = 0.1
+    buffer_weight: float = controls.BUFFER_WEIGHT
     """``weighted``: an instance's sampling weight once its last group had no spread (1 otherwise)."""
     frontier_every: int = 2
     """``oracle``: waves between two readings of the held-out pass rate per difficulty."""
     endpoint: str = "final"
-    """What the read-outs and the gate compare per run: ``final``, the held-out mean reward at the
-    last point; ``curve``, its mean over every point after the start (the area under the learning
-    curve, which tells a faster climb from a slower one where both arms end near the top)."""
+    """What the read-outs and the gate compare per run: one of ``readouts.ENDPOINTS``."""
 
 
 LADDER = Shape(families=("ladder",), max_difficulty=0, seeds=12, arms=("static", "oracle", "weighted", "flywheel",
@@ -525,13 +521,13 @@ class Experiment:
 
     def weighted_pick(self, pool: list[Instance], seen: dict, rng: random.Random) -> list[Instance]:
         """As ``uniform_pick``, each instance weighted ``buffer_weight`` where its last group all
-        passed or all failed (weighted sampling without replacement: keys u ** (1 / w))."""
-        weight = {i: self.shape.buffer_weight if i in seen and not has_signal(seen[i]) else 1.0 for i in pool}
-        order = sorted(pool, key=lambda i: -rng.random() ** (1.0 / weight[i]))
+        passed or all failed (``controls.weighted_order``, as the wave planner samples)."""
+        weight = controls.buffer_weights(seen, self.shape.buffer_weight)
+        order = controls.weighted_order(pool, lambda i: weight.get(i, 1.0), rng)
         return _cycle(order, self.shape.groups_per_wave) if pool else []
 
     def frontier(self, policy: Policy, run: Run, wave: int) -> dict[str, int]:
-        """Per family, the lowest difficulty not yet mastered on the held-out set (``MASTERED``):
+        """Per family, the lowest difficulty not yet mastered on the held-out set (``controls.frontier``):
         what the oracle trains on until its next reading. It is the evaluation just made where one
         was (every arm pays for that), else a reading of its own, counted with the selection
         rollouts."""
@@ -540,19 +536,13 @@ class Experiment:
         else:
             _, by_level = self.heldout_rates(policy, _seed(run.seed, "frontier", wave))
             run.selection_rollouts += len(self.held) * self.shape.eval_k
-        levels: dict[str, list[tuple[int, float]]] = {}
-        for key, rate in by_level.items():
-            family, d = key.rsplit("/d", 1)
-            levels.setdefault(family, []).append((int(d), rate))
-        found = {family: next((d for d, rate in sorted(got) if rate < MASTERED), max(got)[0])
-                 for family, got in levels.items()}
+        found = controls.frontier(by_level)
         run.frontier.append(found[self.shape.families[0]])
         return found
 
     def at_frontier(self, frontier: dict[str, int], rng: random.Random) -> list[Instance]:
         """``groups_per_wave`` fresh instances at each family's frontier, the families in turn."""
-        return [Instance(f, Params(frontier[f], rng.randrange(pools.POOL_SEEDS)))
-                for f in _cycle(list(self.shape.families), self.shape.groups_per_wave)]
+        return pools.at_frontier(frontier, self.shape.groups_per_wave, rng)
 
     def wave(self, policy: Policy, run: Run, picked: list[Instance], seen: dict, wave: int) -> None:
         """``group_size`` attempts at each of ``picked``, one update on the groups with a spread."""
@@ -628,7 +618,7 @@ class Experiment:
         for p in parents:
             f = families.get(p.family)
             rate = _rate(seen, p, None)
-            way = rng.choice(("easier", "harder")) if blind else direction(rate)
+            way = controls.coin(rng) if blind else direction(rate)
             out.append(Instance(p.family, families.moved(f, p.params, way, rng.randrange(pools.POOL_SEEDS), rate)))
         return out
 
@@ -786,32 +776,19 @@ def report(shape: Shape, runs: list[Run], machine: str, seconds: float, scorer: 
     return "\n".join(lines) + "\n"
 
 
-COMPARISONS = (("oracle", "static"), ("weighted", "static"), ("flywheel", "static"), ("flywheel", "weighted"),
-               ("flywheel", "blind"), ("both", "flywheel"))
-"""The read-outs, in order; the first is the gate: the positive control against the fixed pool."""
-
-
-ENDPOINTS = {"final": "at the last point", "curve": "averaged over the points after the start"}
-
-
-def endpoint(run: Run, name: str) -> float:
-    """One run's value on the endpoint ``name`` (``Shape.endpoint``)."""
-    return run.heldout[-1] if name == "final" else statistics.fmean(run.heldout[1:])
-
-
 def paired(runs: list[Run], arm: str, baseline: str, name: str = "final") -> dict | None:
-    """``arm`` minus ``baseline`` on the endpoint ``name``, seed by seed
-    (``aes_ops.power.paired_summary``); None where fewer than 2 seeds ran both."""
-    base = {r.seed: r for r in runs if r.arm == baseline}
-    diffs = [endpoint(r, name) - endpoint(base[r.seed], name) for r in runs if r.arm == arm and r.seed in base]
-    return ({"arm": arm, "baseline": baseline, "endpoint": name, **power.paired_summary(diffs)}
-            if len(diffs) > 1 else None)
+    """``arm`` minus ``baseline`` on the endpoint ``name``, seed by seed (``aes_ops.power.read_out``);
+    None where fewer than 2 seeds ran both."""
+    def curves(of: str) -> dict[int, list[float]]:
+        return {r.seed: r.heldout for r in runs if r.arm == of}
+
+    got = power.read_out(arm, baseline, curves(arm), curves(baseline), name)
+    return got if got["seeds"] > 1 else None
 
 
 def gate(runs: list[Run], name: str = "final") -> dict | None:
-    """The positive control's gate: oracle beats static by at least twice the detectable difference."""
-    got = paired(runs, *COMPARISONS[0], name)
-    return None if got is None else {**got, "passed": got["difference"] >= 2 * got["detectable"]}
+    """The positive control's gate (``readouts.gate``) on the endpoint ``name``."""
+    return readouts.gate(paired(runs, *COMPARISONS[0], name))
 
 
 def comparisons(runs: list[Run], name: str) -> list[str]:

@@ -15,7 +15,7 @@ Three controls (issue 48): ``weighted`` is the static pool sampled by the wave p
 weights (``AES_TRAINING_BUFFER_WEIGHT``: an environment whose last group had no spread is drawn
 less; the planner-stats service keeps the histories it reads); ``oracle`` has no pool of its own:
 before each wave this driver retires the last wave's instances and seeds ``groups_per_wave`` fresh
-ones at the true frontier, read from the held-out evaluation (``pools.frontier``), so the wave
+ones at the true frontier, read from the held-out evaluation (``controls.frontier``), so the wave
 planner samples exactly those (the positive control); ``blind`` is the flywheel with the planner's
 directions by a coin (``AES_PLANNER_DIRECTION=coin``: the no-feedback ablation).
 Every arm gets the same training rollouts (``waves`` x ``groups_per_wave`` x ``group_size``) and
@@ -32,7 +32,8 @@ a reward spread (the learner's ``has_signal``: the groups that teach at all) wit
 interval, the difficulties trained on, wall time; where the policy proposes, the mean r_P of each
 round and the proposer samples and updates (``updates`` counts both roles'). ``summarize`` adds per
 arm the mean over seeds and its 95% t interval; ``read_outs`` the paired differences of
-``COMPARISONS``, the first of them the positive control's ``gate``.
+``readouts.COMPARISONS`` on the endpoint (``AES_EXPERIMENT_ENDPOINT``) and at every point, the
+first of them the positive control's ``gate``.
 
 A finished run writes its result into its folder (``result.json``, with the setup it ran under);
 the command run again into the same output folder reuses every finished run of the same setup, so
@@ -62,6 +63,7 @@ from aes_lib.agents.limits import LoopLimits
 from aes_lib.agents.solver import solver_limits
 from aes_lib.families import Instance
 from aes_lib.families.render import AGENT_TIMEOUT_S
+from aes_lib.flywheel import controls, readouts
 from aes_lib.flywheel.config import FlywheelConfig
 from aes_lib.flywheel.experiment import ExperimentConfig
 from aes_lib.runners.pool_store import BUCKET, PoolStore
@@ -344,7 +346,7 @@ async def _drive(arm, cfg, settings, training, learner, flywheel, held, held_dir
                         _, by_difficulty, _ = await _heldout(settings, held, held_dirs, result.seed, cfg, training)
                         result.selection_rollouts["frontier"] = (result.selection_rollouts.get("frontier", 0)
                                                                  + len(held) * cfg.eval_k)
-                    at = pools.frontier(by_difficulty)
+                    at = controls.frontier(by_difficulty)
                 fresh = pools.at_frontier(at, training.groups_per_wave, rng)
                 pools.disjoint(fresh, held)
                 await store.retire((await store.index()).active)
@@ -443,12 +445,6 @@ def _wave_no(prefix: str) -> int:
 # -- the experiment ---------------------------------------------------------------------
 
 
-COMPARISONS = (("oracle", "static"), ("weighted", "static"), ("flywheel", "static"), ("flywheel", "weighted"),
-               ("flywheel", "blind"), ("both", "flywheel"))
-"""The paired read-outs (arm, baseline), in order; the first is the gate: the positive control
-against the fixed pool, read before any flywheel number."""
-
-
 def paired(runs: list[RunResult], arm: str, baseline: str) -> list[dict]:
     """Per evaluation point: ``arm`` minus ``baseline`` in held-out mean reward, seed by seed (the
     arms of a seed start alike and draw alike), with the mean difference, its 95% t interval, its
@@ -464,22 +460,23 @@ def paired(runs: list[RunResult], arm: str, baseline: str) -> list[dict]:
     return rows
 
 
-def read_outs(runs: list[RunResult]) -> list[dict]:
-    """Each of ``COMPARISONS`` whose two arms ran: the arm, its baseline and ``paired``'s rows."""
+def read_outs(runs: list[RunResult], endpoint: str = "final") -> list[dict]:
+    """Each of ``readouts.COMPARISONS`` whose two arms ran: ``power.read_out`` on ``endpoint``,
+    with ``paired``'s rows under ``points``."""
+    def curves(arm: str) -> dict[int, list[float | None]]:
+        return {r.seed: [p.mean_reward for p in r.points] for r in runs if r.arm == arm}
+
     ran = {r.arm for r in runs}
-    return [{"arm": arm, "baseline": baseline, "points": paired(runs, arm, baseline)}
-            for arm, baseline in COMPARISONS if {arm, baseline} <= ran]
+    return [{**power.read_out(arm, baseline, curves(arm), curves(baseline), endpoint),
+             "points": paired(runs, arm, baseline)}
+            for arm, baseline in readouts.COMPARISONS if {arm, baseline} <= ran]
 
 
 def gate(outs: list[dict]) -> dict | None:
-    """The positive control's gate at the last evaluation point: ``oracle`` beats ``static`` by at
-    least twice the difference its seeds detect (``passed``); None where either arm is missing or
-    too few seeds give a detectable difference."""
-    first = next((o for o in outs if (o["arm"], o["baseline"]) == COMPARISONS[0]), None)
-    last = first["points"][-1] if first and first["points"] else None
-    if last is None or last["detectable"] is None:
-        return None
-    return {**last, "passed": last["difference"] >= 2 * last["detectable"]}
+    """``readouts.gate`` on the read-out of ``readouts.COMPARISONS``' first pair (its rows per point
+    aside); None where either arm is missing."""
+    first = next((o for o in outs if (o["arm"], o["baseline"]) == readouts.COMPARISONS[0]), None)
+    return readouts.gate(None if first is None else {k: v for k, v in first.items() if k != "points"})
 
 
 def _family_mean(point: EvalPoint, family: str | None) -> float | None:
@@ -586,8 +583,8 @@ RESULT = "result.json"
 
 def _setup(cfg: ExperimentConfig, policy: Path) -> dict:
     """Everything a run's outcome depends on besides its arm and seed: the experiment's shape
-    (which seeds and arms are asked for aside), the solver, learner and flywheel settings, the
-    engine and the starting policy's weights."""
+    (which seeds and arms are asked for, and the endpoint they are read on, aside), the solver,
+    learner and flywheel settings, the engine and the starting policy's weights."""
     weights = sorted(policy.glob("*.safetensors"))
     return json.loads(json.dumps({
         **_settings(cfg, TrainingConfig.from_env(), LearnerConfig.from_env(), FlywheelConfig.from_env()),
@@ -597,7 +594,7 @@ def _setup(cfg: ExperimentConfig, policy: Path) -> dict:
 
 def _settings(cfg: ExperimentConfig, training: TrainingConfig, learner: LearnerConfig,
               flywheel: FlywheelConfig) -> dict:
-    shape = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in ("seeds", "arms")}
+    shape = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in ("seeds", "arms", "endpoint")}
     return {"experiment": shape, "training": dataclasses.asdict(training), "learner": dataclasses.asdict(learner),
             "flywheel": dataclasses.asdict(flywheel)}
 
@@ -677,7 +674,7 @@ async def run_experiment(cfg: ExperimentConfig, out: Path, say: Callable[[str], 
         "runs": [dataclasses.asdict(r) for r in runs],
         "left_out": left_out,
         "arms": summarize(runs),
-        "read_outs": (outs := read_outs(runs)),
+        "read_outs": (outs := read_outs(runs, cfg.endpoint)),
         "gate": gate(outs),
         "wall_s": time.monotonic() - began,
     }

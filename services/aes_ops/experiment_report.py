@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aes_lib import families
+from aes_lib.flywheel.readouts import COMPARISONS, ENDPOINTS
 from aes_ops.experiment_cost import MEASURES
 from aes_ops.figures import img, page, png, pyplot
 
@@ -75,9 +76,10 @@ def sections(report: dict) -> list[Section]:
     signal = [(arm, str(data["groups"]), str(round(data["signal_fraction"] * data["groups"])),
                f"{data['signal_fraction']:.3f}", interval(data["signal_ci95"]), f"{data['updates']:.1f}",
                f"{data['selection_rollouts']:.0f}", f"{data['wall_s']:.0f}") for arm, data in report["arms"].items()]
-    versus = [(o["arm"], o["baseline"], str(q["wave"]), str(q["seeds"]), _signed(q["difference"]),
-               interval(q["ci95"]), number(q["sd"]), number(q["detectable"]))
-              for o in report["read_outs"] for q in o["points"]]
+    # per read-out its endpoint first (what the plan reads), then each evaluation point by its wave
+    versus = [(o["arm"], o["baseline"], at, str(q["seeds"]), _signed(q["difference"]), interval(q["ci95"]),
+               number(q["sd"]), number(q["detectable"])) for o in report["read_outs"]
+              for at, q in [(o["endpoint"], o)] + [(str(p["wave"]), p) for p in o["points"]]]
     gain = [(arm, _family(g["family"]), str(g["seeds"]), _signed(g["gain"]), interval(g["ci95"]))
             for arm, data in report["arms"].items() for g in data["gain"]]
     cost = [(arm, unit.replace("_", " "), *(number(c[m]) if m != "rollouts" else _count(c[m]) for m in MEASURES))
@@ -99,10 +101,13 @@ def sections(report: dict) -> list[Section]:
                 "Arm minus baseline, seed by seed (both start from one policy and draw the same samples), then the "
                 "mean over seeds with its 95% t interval (over runs, not groups). Detectable: the smallest true "
                 "difference that many seeds find with 80% power at the observed sd (aes_ops.power); an interval "
-                "excluding 0 separates the arms. Oracle minus static, where both ran, is the gate: the positive control must "
-                f"beat the fixed pool by twice its detectable difference before any flywheel number is read. "
+                "excluding 0 separates the arms. Each pair's first row is the endpoint the plan reads, the held-out "
+                f"mean reward {ENDPOINTS[endpoint(report)]}, then one row per evaluation point. Oracle minus static, "
+                "where both ran, is the gate: the positive control must beat the fixed pool by twice its "
+                "detectable difference before any flywheel number is read. "
                 f"{gate_line(report)}".strip(),
-                ("arm", "minus", "wave", "seeds", "difference", "95% CI", "sd over seeds", "detectable (80%)"), versus),
+                ("arm", "minus", "endpoint or wave", "seeds", "difference", "95% CI", "sd over seeds",
+                 "detectable (80%)"), versus),
         Section("Learning within each arm",
                 "Held-out mean reward at the last point minus before training, seed by seed, then the mean over "
                 "seeds with its 95% t interval; per family, over that family's held-out difficulties. A curriculum "
@@ -134,14 +139,20 @@ def sections(report: dict) -> list[Section]:
          if proposer else [])
 
 
+def endpoint(report: dict) -> str:
+    """The endpoint the read-outs compare (``ExperimentConfig.endpoint``; ``final`` where none ran)."""
+    return next((o["endpoint"] for o in report["read_outs"]), "final")
+
+
 def gate_line(report: dict) -> str:
     """The positive control's gate (``aes_ops.experiment.gate``) in words; empty where the oracle
     and the static arm did not both run."""
+    on = ENDPOINTS[endpoint(report)]
     if (gate := report.get("gate")) is None:
-        ran = any((o["arm"], o["baseline"]) == ("oracle", "static") for o in report["read_outs"])
-        return "Gate (oracle minus static at the last point): not read, fewer than 2 seeds." if ran else ""
+        ran = any((o["arm"], o["baseline"]) == COMPARISONS[0] for o in report["read_outs"])
+        return f"Gate (oracle minus static {on}): not read, fewer than 2 seeds." if ran else ""
     verdict = "passed" if gate["passed"] else "not passed: change the setting, not the analysis"
-    return (f"Gate: oracle minus static at the last point {gate['difference']:+.3f} against twice its detectable "
+    return (f"Gate: oracle minus static {on} {gate['difference']:+.3f} against twice its detectable "
             f"difference {2 * gate['detectable']:.3f}: {verdict}.")
 
 

@@ -5,8 +5,8 @@ start from, the held-out set both are scored on, and the share of groups that te
   ranges (a programmatic pool like the paper's Tmax baselines).
 - ``flywheel_start``: the adaptive arm's start, each family at its easiest; the procedural
   proposer (``AES_GENERATION_MODE=procedural``) moves it up and down from there.
-- ``frontier`` and ``at_frontier``: the oracle arm's choice, fresh instances at the lowest
-  difficulty the held-out set shows not yet mastered.
+- ``at_frontier``: the oracle arm's choice, fresh instances at the lowest difficulty the
+  held-out set shows not yet mastered (``aes_lib.flywheel.controls.frontier``).
 - ``heldout``: fixed instances per family and difficulty, seeds in their own range, so the
   evaluation set never meets a pool the arms are built from (``disjoint`` checks it).
 - ``write_instances``: instances as a dataset folder (one task folder each), what
@@ -31,10 +31,6 @@ from aes_lib.learner.advantages import has_signal
 HELDOUT_SEEDS = 1 << 40
 """Held-out instances' seeds start here; pool seeds stay below it."""
 POOL_SEEDS = 1 << 31
-MASTERED = 0.9
-"""The oracle's frontier is the lowest difficulty whose held-out mean reward is below this (the top
-where none is); a frontier nearest 0.5 tied to mastered levels once the policy read 1.0 on the
-first levels and 0 above, and trained where nothing varies (bench/results/ladder_pilot.md)."""
 
 
 def _families(names: Sequence[str]) -> list[families.Family]:
@@ -72,20 +68,9 @@ def flywheel_start(names: Sequence[str], per_family: int, seed: int = 0) -> list
             for f in _families(names) for _ in range(per_family)]
 
 
-def frontier(by_difficulty: Mapping[str, float], mastered: float = MASTERED) -> dict[str, int]:
-    """Per family, the lowest difficulty whose held-out mean reward (``by_difficulty``:
-    ``"<family>/d<difficulty>"`` -> mean) is below ``mastered``, its highest where none is."""
-    levels: dict[str, list[tuple[int, float]]] = {}
-    for key, rate in by_difficulty.items():
-        family, d = key.rsplit("/d", 1)
-        levels.setdefault(family, []).append((int(d), rate))
-    return {family: next((d for d, rate in sorted(got) if rate < mastered), max(got)[0])
-            for family, got in levels.items()}
-
-
 def at_frontier(at: Mapping[str, int], n: int, rng: random.Random) -> list[Instance]:
-    """``n`` fresh instances at each family's difficulty in ``at`` (a ``frontier``), the families
-    in turn, seeds from ``rng`` in the pools' range (none where ``at`` is empty)."""
+    """``n`` fresh instances at each family's difficulty in ``at`` (``controls.frontier``'s), the
+    families in turn, seeds from ``rng`` in the pools' range (none where ``at`` is empty)."""
     names = list(at)
     turns = [names[i % len(names)] for i in range(n)] if names else []
     return [Instance(f, Params(at[f], rng.randrange(POOL_SEEDS))) for f in turns]

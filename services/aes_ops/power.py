@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
+from aes_lib.flywheel.readouts import endpoint
 from aes_ops.evaluation import t_interval, t_quantile
 
 MAX_SEEDS = 10_000
@@ -52,6 +53,16 @@ def paired_summary(diffs: Sequence[float]) -> dict:
     return {"seeds": len(diffs), "difference": statistics.fmean(diffs) if diffs else None,
             "ci95": list(ci) if ci else None, "sd": sd,
             "detectable": detectable(sd, len(diffs)) if sd is not None else None}
+
+
+def read_out(arm: str, baseline: str, curves: Mapping[int, Sequence[float | None]],
+             base: Mapping[int, Sequence[float | None]], name: str) -> dict:
+    """``arm`` minus ``baseline`` on the endpoint ``name`` (``aes_lib.flywheel.readouts.endpoint``),
+    seed by seed over the seeds both ran (``curves`` and ``base``: seed -> held-out mean reward at
+    each point) and read: ``paired_summary`` of the differences, named."""
+    diffs = [a - b for seed, curve in curves.items() if seed in base
+             and None not in (a := endpoint(curve, name), b := endpoint(base[seed], name))]
+    return {"arm": arm, "baseline": baseline, "endpoint": name, **paired_summary(diffs)}
 
 
 def seeds_needed(sd: float, delta: float = 0.1, alpha: float = 0.05, power: float = 0.8) -> int:

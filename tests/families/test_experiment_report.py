@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from aes_ops.experiment import COMPARISONS, EvalPoint, RunResult, gate, read_outs, summarize
+from aes_lib.flywheel.experiment import ExperimentConfig, ExperimentConfigError
+from aes_lib.flywheel.readouts import COMPARISONS
+from aes_ops.experiment import EvalPoint, RunResult, gate, read_outs, summarize
 from aes_ops.experiment_cost import Cost, Spend
 from aes_ops.experiment_report import markdown, write
 
@@ -87,6 +89,24 @@ def test_the_read_outs_follow_the_plan_with_the_positive_control_first():
     assert gate(read_outs(_report_runs() + noisy))["passed"] is False
     assert gate(read_outs([_run("oracle", 0, [0.1, 0.9], 4), _run("static", 0, [0.1, 0.2], 2)])) is None
     assert _report()["gate"] is None and "Gate" not in markdown(_report(), "2 cores", "2026-12-01", "aes")
+
+
+def test_the_read_outs_and_the_gate_can_be_read_on_the_learning_curve():
+    """AES_EXPERIMENT_ENDPOINT=curve: the mean over the points after the start, as the harness's
+    ``--endpoint curve``; both arms end at 0.9, the oracle got there a point sooner."""
+    runs = [_run(arm, seed, rewards, 4) for arm, by_seed in {
+        "oracle": ([0.1, 0.9, 0.9], [0.3, 0.88, 0.9]), "static": ([0.1, 0.3, 0.9], [0.3, 0.32, 0.9])}.items()
+        for seed, rewards in enumerate(by_seed)]
+    final, curve = read_outs(runs)[0], read_outs(runs, "curve")[0]
+    assert (final["endpoint"], final["difference"]) == ("final", pytest.approx(0.0))
+    assert (curve["endpoint"], curve["difference"]) == ("curve", pytest.approx(0.29))
+    assert [q["difference"] for q in curve["points"]] == pytest.approx([0.0, 0.58, 0.0])  # the same rows per point
+    assert gate(read_outs(runs, "curve"))["endpoint"] == "curve"
+    report = {**_report(runs), "read_outs": (outs := read_outs(_report_runs() + runs, "curve")), "gate": gate(outs)}
+    assert "Gate: oracle minus static averaged over the points after the start +0.290" in \
+        markdown(report, "2 cores", "2026-12-01", "aes")
+    with pytest.raises(ExperimentConfigError, match="AES_EXPERIMENT_ENDPOINT"):
+        ExperimentConfig(endpoint="best")
 
 
 def test_learning_within_an_arm_is_seed_by_seed_overall_and_per_family():

@@ -8,6 +8,7 @@ import random
 import pytest
 
 from aes_lib import families
+from aes_lib.flywheel.controls import frontier
 from aes_lib.runners.pool_store import BUCKET, PoolStore
 from aes_ops import pools
 from aes_ops.seeding import seed_pool
@@ -51,9 +52,9 @@ def test_the_oracle_frontier_is_the_lowest_difficulty_not_yet_mastered():
     level nearest 0.5: that tied to a mastered level once the policy read 1.0 there and 0 above."""
     by_difficulty = {"ladder/d1": 1.0, "ladder/d2": 0.95, "ladder/d3": 0.5, "ladder/d4": 0.0, "ladder/d10": 0.0,
                      "echo-words/d2": 0.9, "echo-words/d1": 0.92, "echo-words/d3": 0.95}
-    assert pools.frontier(by_difficulty) == {"ladder": 3, "echo-words": 3}
-    assert pools.frontier({"ladder/d1": 0.0, "ladder/d2": 0.3}) == {"ladder": 1}  # the start itself
-    assert pools.frontier({}) == {}
+    assert frontier(by_difficulty) == {"ladder": 3, "echo-words": 3}
+    assert frontier({"ladder/d1": 0.0, "ladder/d2": 0.3}) == {"ladder": 1}  # the start itself
+    assert frontier({}) == {}
 
 
 def test_the_oracle_draws_fresh_instances_at_the_frontier_the_families_in_turn():

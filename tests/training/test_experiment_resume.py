@@ -39,6 +39,8 @@ def test_a_finished_run_is_reused_under_the_same_setup(tmp_path, monkeypatch):
     assert experiment._finished(home, setup) == _result()
     # Asking for more seeds or fewer arms is the same setup: the finished runs count.
     assert experiment._finished(home, experiment._setup(ExperimentConfig(seeds=8, arms="flywheel"), policy)) == _result()
+    # So is reading them on another endpoint: it changes no run.
+    assert experiment._finished(home, experiment._setup(ExperimentConfig(endpoint="curve"), policy)) == _result()
 
 
 @pytest.mark.parametrize("change", ["lr", "waves", "weights"])

@@ -12,6 +12,8 @@ import dataclasses
 from typing import ClassVar
 
 from aes_lib.config import read_settings
+from aes_lib.flywheel.controls import BUFFER_WEIGHT
+from aes_lib.flywheel.readouts import ENDPOINTS
 
 ARMS = ("static", "weighted", "oracle", "flywheel", "blind", "both")
 
@@ -55,7 +57,7 @@ class ExperimentConfig:
     """Instances in the static arm's pool."""
     start_per_family: int = 2
     """Instances of each family at its easiest that the flywheel starts from."""
-    buffer_weight: float = 0.1
+    buffer_weight: float = BUFFER_WEIGHT
     """``weighted``: the sampling weight of an environment whose last training group had no
     reward spread, against 1 (``AES_TRAINING_BUFFER_WEIGHT`` in that arm)."""
     frontier_every: int = 2
@@ -79,6 +81,11 @@ class ExperimentConfig:
     instead of its reference solution: a start that holds a choice RL can settle."""
     round_timeout_s: float = 1800.0
     """How long a flywheel round may take before the run moves on (reported)."""
+    endpoint: str = "final"
+    """What the paired read-outs and the positive control's gate compare per run: ``final``, the
+    held-out mean reward at the last point; ``curve``, its mean over every point after the start
+    (the area under the learning curve, which tells a faster climb from a slower one where both
+    arms end near the top). Read from the runs: changing it reuses every finished run."""
 
     def __post_init__(self) -> None:
         if not self.family_names():
@@ -93,6 +100,9 @@ class ExperimentConfig:
                                         "eval_k, static_pool_size, start_per_family and frontier_every must be >= 1")
         if not 0.0 < self.buffer_weight <= 1.0:
             raise ExperimentConfigError(f"buffer_weight must be in (0, 1], got {self.buffer_weight}")
+        if self.endpoint not in ENDPOINTS:
+            raise ExperimentConfigError(f"AES_EXPERIMENT_ENDPOINT: expected one of {', '.join(ENDPOINTS)}, "
+                                        f"got {self.endpoint!r}")
         if self.max_difficulty < 0 or self.bootstrap_steps < 0:
             raise ExperimentConfigError("max_difficulty and bootstrap_steps must be >= 0")
         if not 0.0 <= self.bootstrap_near_miss <= 1.0:

@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from aes_proto.messages import Assignment, GenerationMode, Lineage, RolloutSummary
 from aes_proto.records import EnvHistory, PoolEntry, RolloutRecord
 
+from aes_lib.flywheel import controls
+
 WINDOW = 32
 """Latest attempts kept per environment."""
 
@@ -58,10 +60,10 @@ def parents(entries: Sequence[PoolEntry], stats: dict[str, EnvHistory]) -> list[
 
 def direction(pass_rate: float | None, centre: float = 0.5, coin: str = "") -> str:
     """Solver keeps failing -> easier; succeeds -> harder; unknown -> a new variant. ``coin`` (a
-    seed): easier or harder by a fair coin seeded with it, whatever the pass rate (the
-    no-feedback ablation)."""
+    seed): easier or harder by a fair coin seeded with it (``controls.coin``), whatever the pass
+    rate (the no-feedback ablation)."""
     if coin:
-        return random.Random(coin).choice(("easier", "harder"))
+        return controls.coin(random.Random(coin))
     if pass_rate is None:
         return "new"
     return "easier" if pass_rate < centre else "harder"

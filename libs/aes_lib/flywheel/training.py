@@ -17,7 +17,7 @@ from typing import ClassVar
 from aes_proto.messages import RolloutRequest, TrainingWave
 
 from aes_lib.config import read_settings
-from aes_lib.learner.advantages import has_signal
+from aes_lib.flywheel import controls
 from aes_proto.records import EnvHistory, PoolEntry
 
 
@@ -89,21 +89,20 @@ def last_group(history: EnvHistory) -> list[float]:
 
 def buffer_weights(histories: Mapping[str, EnvHistory], weight: float) -> dict[str, float]:
     """Env id -> ``weight`` for each environment whose latest training group had no reward spread
-    (the learner's ``has_signal``); the others, and those never trained on, weigh 1."""
-    return {env_id: weight for env_id, h in histories.items() if (got := last_group(h)) and not has_signal(got)}
+    (``controls.buffer_weights``); the others, and those never trained on, weigh 1."""
+    return controls.buffer_weights({env_id: last_group(h) for env_id, h in histories.items()}, weight)
 
 
 def sample_environments(entries: Sequence[PoolEntry], n: int, seed: str,
                         weights: Mapping[str, float] | None = None) -> list[PoolEntry]:
     """``n`` environments, uniformly and without replacement while the pool allows (a pool
     smaller than ``n`` is cycled); with ``weights`` (env id -> weight, 1 where absent) weighted
-    without replacement (Efraimidis-Spirakis: keys u ** (1 / w)); the same seed picks the same ones."""
+    without replacement (``controls.weighted_order``); the same seed picks the same ones."""
     ordered = sorted(entries, key=lambda e: e.env_id)
     rng = random.Random(seed)
     rng.shuffle(ordered)
     if weights:
-        keys = {e.env_id: rng.random() ** (1.0 / weights.get(e.env_id, 1.0)) for e in ordered}
-        ordered.sort(key=lambda e: -keys[e.env_id])
+        ordered = controls.weighted_order(ordered, lambda e: weights.get(e.env_id, 1.0), rng)
     return [ordered[i % len(ordered)] for i in range(n)] if ordered else []
 
 

@@ -6,7 +6,8 @@ The experiment's shape is the ``[experiment]`` section (``AES_EXPERIMENT_*``; ``
 lists it), the solver, learner and waves the run's own sections; ``aes_ops.experiment`` runs it.
 Writes ``OUT/pools_experiment.json``, ``.html`` (the page) and ``.png`` (its plot) and prints the
 held-out evaluation, each arm's learning signal, where the policy proposes its proposer reward,
-and the paired read-outs at the last point with the positive control's gate.
+and the paired read-outs on the endpoint (``AES_EXPERIMENT_ENDPOINT``) with the positive
+control's gate.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from aes_cli.errors import CommandError
 from aes_cli.output import print_json, table
 from aes_lib.flywheel.experiment import ExperimentConfig
+from aes_lib.flywheel.readouts import ENDPOINTS
 from aes_ops.experiment_report import gate_line, interval, markdown, number, proposer_rewards
 
 
@@ -55,9 +57,9 @@ def _run(args: argparse.Namespace) -> int:
                   f"{data['proposer_samples']:.1f} proposer samples, {data['proposer_updates']:.1f} proposer updates "
                   f"per run")
     for o in report["read_outs"]:
-        if o["points"] and (last := o["points"][-1])["difference"] is not None:
-            print(f"{o['arm']} - {o['baseline']} after wave {last['wave']}: {last['difference']:+.3f} "
-                  f"(95% CI {interval(last['ci95'])}, detectable {number(last['detectable'])}, {last['seeds']} seeds)")
+        if o["difference"] is not None:
+            print(f"{o['arm']} - {o['baseline']} {ENDPOINTS[o['endpoint']]}: {o['difference']:+.3f} "
+                  f"(95% CI {interval(o['ci95'])}, detectable {number(o['detectable'])}, {o['seeds']} seeds)")
     if line := gate_line(report):
         print(line)
     print(f"results: {args.out / 'pools_experiment.json'}, page {args.out / 'pools_experiment.html'}, "
