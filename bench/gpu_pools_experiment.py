@@ -202,12 +202,13 @@ LADDER = Shape(families=("ladder",), max_difficulty=0, seeds=12, arms=("static",
                                                                         "blind"),
                 waves=16, groups_per_wave=8, group_size=8, heldout_per_difficulty=8, eval_k=2, static_pool_size=40,
                 start_per_family=4, max_tokens=80, frontier_every=4,
-                endpoint="curve", policy=bootstrap_policy.PolicySpec(examples=1024, levels=2, steps=800,
-                                                                     near_miss_share=0.75))
+                lr=2e-4, endpoint="curve", policy=bootstrap_policy.PolicySpec(examples=1024, levels=2, steps=800,
+                                                                     near_miss_share=0.65))
 """The ladder (issue 48): 10 difficulties, each one more step the start has seen both ways (right
-in a quarter of its examples), all or nothing; the start solves difficulties 1-2. The static pool
-holds 4 instances per difficulty. Read on the learning curve: in pilots 5 and 6 a static run that
-learned the ladder ended near 0.9, where the last point cannot tell a faster climb."""
+in 35% of its examples), all or nothing; the start solves difficulties 1-2. The static pool holds
+4 instances per difficulty. lr 2e-4: 5e-4 broke the policy within two updates (pilot 7). Read on the
+learning curve: in pilots 5 and 6 a static run that learned the ladder ended near 0.9, where the
+last point cannot tell a faster climb (bench/results/ladder_pilot.md)."""
 
 TINY = Shape(max_difficulty=2, seeds=2, waves=2, waves_per_round=1, eval_every=2, groups_per_wave=2, group_size=4,
              heldout_per_difficulty=1, eval_k=2, static_pool_size=4, start_per_family=2, assignments_per_round=2,
