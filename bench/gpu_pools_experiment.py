@@ -196,6 +196,11 @@ class Shape:
     """``oracle``: waves between two readings of the held-out pass rate per difficulty."""
     endpoint: str = "final"
     """What the read-outs and the gate compare per run: one of ``readouts.ENDPOINTS``."""
+    batch_groups: int = 0
+    """0: one update per wave on every group with a spread (issue 48's matching of optimizer steps);
+    N: the services' learner's rule, one update per N groups with a spread, a wave's remainder
+    carried to the next with its sampling-time log-probs. Pilot 9: under the first, five times the
+    signal groups learned no more (Adam's step does not grow with the batch)."""
 
 
 LADDER = Shape(families=("ladder",), max_difficulty=0, seeds=12, arms=("static", "oracle", "weighted", "flywheel",
@@ -318,14 +323,23 @@ def _completion_logprobs(policy: Policy, samples: Sequence[Sample]) -> tuple[tor
     return logp, rows
 
 
+@torch.no_grad()
+def sampling_logprobs(policy: Policy, samples: Sequence[Sample]) -> list[torch.Tensor]:
+    """Each sample's completion log-probs under the current weights (what the sampler saw)."""
+    logp, rows = _completion_logprobs(policy, samples)
+    return [logp[rows == r] for r in range(len(samples))]
+
+
 def dppo_step(policy: Policy, samples: Sequence[Sample], advantages: Sequence[float],
-              opt: torch.optim.Optimizer | None = None) -> float:
+              opt: torch.optim.Optimizer | None = None, mu: torch.Tensor | None = None) -> float:
     """One DPPO update on ``samples`` with per-sample advantages (``opt``: the solver's by
-    default); returns the loss."""
+    default; ``mu``: the sampler's log-probs, flat in sample order, where the weights have moved
+    since; else recomputed, the weights being the sampler's); returns the loss."""
     opt = opt or policy.opt
     policy.model.train()
-    with torch.no_grad():
-        mu, _ = _completion_logprobs(policy, samples)
+    if mu is None:
+        with torch.no_grad():
+            mu, _ = _completion_logprobs(policy, samples)
     logp, rows = _completion_logprobs(policy, samples)
     adv = torch.tensor([float(a) for a in advantages], device=policy.device)[rows]
     out = dppo_loss_reference(logp, mu, adv, torch.ones_like(logp))
@@ -501,6 +515,8 @@ class Experiment:
         pools.disjoint(pool, self.held)
         seen: dict[Instance, list[float]] = {}  # latest solver rewards per instance: the planner's pass rate
         rng = random.Random(f"gpu-pools/{arm}/{seed}")
+        self.pending: list[tuple[list[Sample], list[float], list[torch.Tensor]]] = []
+        """``batch_groups``: groups with a spread not yet in an update (replies, advantages, mu)."""
         self.evaluate(policy, run, 0)
         for wave in range(1, s.waves + 1):
             if arm == "oracle" and (wave - 1) % s.frontier_every == 0:
@@ -546,7 +562,8 @@ class Experiment:
         return pools.at_frontier(frontier, self.shape.groups_per_wave, rng)
 
     def wave(self, policy: Policy, run: Run, picked: list[Instance], seen: dict, wave: int) -> None:
-        """``group_size`` attempts at each of ``picked``, one update on the groups with a spread."""
+        """``group_size`` attempts at each of ``picked``; the update(s) on the groups with a spread
+        (``Shape.batch_groups``)."""
         s = self.shape
         if not picked:
             run.empty_waves += 1
@@ -562,8 +579,17 @@ class Experiment:
                 batch += replies[g * s.group_size:(g + 1) * s.group_size]
                 advantages += centred(got)
         run.trained_difficulty.append(statistics.fmean(i.params.difficulty for i in picked))
-        if batch:
-            dppo_step(policy, batch, advantages)
+        if not s.batch_groups:
+            if batch:
+                dppo_step(policy, batch, advantages)
+            return
+        n = s.group_size
+        mus = sampling_logprobs(policy, batch) if batch else []
+        self.pending += [(batch[g:g + n], advantages[g:g + n], mus[g:g + n]) for g in range(0, len(batch), n)]
+        while len(self.pending) >= s.batch_groups:
+            take, self.pending = self.pending[:s.batch_groups], self.pending[s.batch_groups:]
+            dppo_step(policy, [x for g in take for x in g[0]], [a for g in take for a in g[1]],
+                      mu=torch.cat([m for g in take for m in g[2]]))
 
     def round(self, policy: Policy, run: Run, pool: list[Instance], seen: dict, rng: random.Random,
               wave: int) -> list[Instance]:
@@ -930,6 +956,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--export-base", type=Path, metavar="DIR", help="write the bundled model's config and tokenizer "
                                                                     "to DIR (to carry to a lent GPU) and exit")
     ap.add_argument("--seeds", type=int, help="override the shape's seeds")
+    ap.add_argument("--batch-groups", type=int, help="override Shape.batch_groups (0: one update per wave)")
     ap.add_argument("--first-seed", type=int, default=0, help="run seeds from this one on (past a pilot's)")
     ap.add_argument("--endpoint", choices=sorted(ENDPOINTS), help="override the shape's endpoint (Shape.endpoint)")
     ap.add_argument("--policy", type=Path, metavar="DIR", help="the starting policy's folder: reused when it holds "
@@ -946,6 +973,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.seeds:
         shape = dataclasses.replace(shape, seeds=args.seeds)
     shape = dataclasses.replace(shape, first_seed=args.first_seed)
+    if args.batch_groups is not None:
+        shape = dataclasses.replace(shape, batch_groups=args.batch_groups)
     if args.lr:
         shape = dataclasses.replace(shape, lr=args.lr)
     if args.waves:

@@ -200,3 +200,22 @@ def test_a_powered_run_starts_past_its_pilots_seeds(monkeypatch, tmp_path):
     shape = bench.dataclasses.replace(bench.TINY, arms=("static",), seeds=3, first_seed=10)
     bench.experiment(shape, tmp_path, "cpu", tmp_path / "policy", 0, 1, lambda runs, scorer: None)
     assert ran == [10, 11, 12]
+
+
+@pytest.mark.parametrize(("batch_groups", "updates"), [(0, [3, 1]), (2, [2, 2]), (4, [4])])
+def test_updates_follow_the_groups_with_a_spread_under_the_learners_rule(monkeypatch, batch_groups, updates):
+    """Two waves with 3 and then 1 groups with a spread (of 4): one update a wave, or one per
+    ``batch_groups`` such groups with the remainder carried, each with its sampling-time mu."""
+    exp = _experiment(groups_per_wave=4, group_size=2, batch_groups=batch_groups)
+    exp.pending = []
+    spreads = iter([[0.0, 1.0] * 3 + [1.0, 1.0], [0.0, 1.0] + [0.0, 0.0] * 3])
+    sample = bench.Sample([1], [2, 3], "x")
+    monkeypatch.setattr(exp, "attempts", lambda policy, flat, seed: ([sample] * len(flat), next(spreads)))
+    monkeypatch.setattr(bench, "sampling_logprobs", lambda policy, batch: [bench.torch.zeros(2)] * len(batch))
+    made = []
+    monkeypatch.setattr(bench, "dppo_step", lambda policy, samples, adv, opt=None, mu=None:
+                        made.append((len(samples) // 2, mu is None or mu.numel() == 2 * len(samples))))
+    run, picked = bench.Run("static", 0), [Instance("ladder", Params(3, s)) for s in range(4)]
+    for wave in (1, 2):
+        exp.wave(object(), run, picked, {}, wave)
+    assert [groups for groups, _ in made] == updates and all(aligned for _, aligned in made)
