@@ -255,8 +255,8 @@ SHADOW = "echo 0 > /app/answer.txt && printf 'import os\\nos._exit(0)\\n' > /app
 
 @pytest.mark.parametrize("cd", ["", "cd /app && "], ids=["from where test.sh starts", "after cd into the results"])
 async def test_a_standard_module_shadowed_in_the_results_never_runs_as_root(cd, tmp_path, images, test_label) -> None:
-    """test.sh starts in the image's working folder (a result path, as Harbor runs it) or moves
-    into one, and root's python3 puts no working folder on sys.path there (PYTHONSAFEPATH)."""
+    """test.sh starts in / (it started in the image's working folder, a result path), and root's
+    python3 puts no working folder on sys.path (PYTHONSAFEPATH) when test.sh moves into one."""
     test_sh = ROOT_PYTEST.format(cd=cd)
     r = await _earns(tmp_path / "attack", SHADOW, images, test_label, tests=DATA_TESTS, test_sh=test_sh)
     assert r.reward == 0.0, r.log()

@@ -510,9 +510,8 @@ async def _verify(fresh: Sandbox, task: Task, agent: Agent, roots: list[str]) ->
     for an agent with a ``witness`` folder (the tamper probe), what is in it in each result path."""
     cfg = task.config.verifier
     env, unset = root_env.environment(fresh.container.attrs["Config"].get("Env") or [], cfg.env, roots, VERIFIER_ENV)
-    # In the image's working folder, as Harbor runs it (tests may name files relative to it);
-    # root's Python ignores that folder on sys.path (PYTHONSAFEPATH in VERIFIER_ENV).
-    result = await fresh.exec(_verify_script(unset, roots), timeout=cfg.timeout_sec, user=0, env=env)
+    result = await fresh.exec(_verify_script(unset, roots), timeout=cfg.timeout_sec, user=0, env=env,
+                              workdir="/")  # outside the result paths: nothing resolves from there
     rewards, unread = await read_rewards(fresh)
     witness = getattr(agent, "witness", None)  # only probes have one
     seen = [name for root in roots if witness for name in await fresh.get_files(f"{root}/{witness}")]
