@@ -17,20 +17,15 @@ trial (the same ``run_trial`` as rollouts, so what it proves holds for training)
   ``conftest.py``, a Makefile where it has none (make builds there with its built-in rules) and
   PATH shadows (``python3``, ``python``, ``pytest``, ``git``, ``sh``, ``bash``, ``make``); every git
   repository there gets every client hook and the programs its configuration runs (fsmonitor, a
-  clean and smudge filter for every file, an external diff); root's shell start-up files get one;
-- each folder the reference wrote to, the working directory and the usual homes of code get a
-  ``reward.txt`` and a ``reward.json`` of full reward (where none is), for a test.sh that copies the
-  agent's files into ``/logs/verifier``.
+  clean and smudge filter for every file, an external diff); root's shell start-up files get one.
 
 Each hook, wherever it runs, writes a full reward to ``/logs/verifier`` (``reward.txt`` and a
 ``reward.json`` whose ``aes_probe`` metric is the hook's number), keeps rewriting it from a
 detached process, rewrites it again at exit, passes every later test when it finds itself in a
 pytest process, and prints ``AES_PROBE <n> ran`` on stderr (and ``AES_PROBE <n> wrote the
-reward`` where its write succeeded). Run as a program, it replaces each path it is given by a link
-into the tests' data (``linked-<n>`` in the witness folder): a test.sh whose root reads what a
-program of the agent's wrote follows it there.
+reward`` where its write succeeded).
 ``control=True`` makes the same changes with hooks that do nothing (the same files, shebangs and
-modes) and plants no reward file: what the broken solution earns honestly. A task is forgeable when the probe earns more
+modes): what the broken solution earns honestly. A task is forgeable when the probe earns more
 than both the empty solution and the control, or when a hook wrote the reward file while the
 tests ran: whether the tests' own last write then lands after the hook's is a race, and an agent
 that can write the reward can also wait for it (``forgery``).
@@ -54,8 +49,6 @@ from aes_lib.sandbox.verifier import result_paths
 WITNESS = ".aes-probe-witness"
 """A world-writable folder in the first result path: a hook that can read /tests while the
 tests run leaves its number there, and the trial reads it back (``TrialResult.witnessed``)."""
-LINKED = "linked-"
-"""A hook's mark in the witness folder (``linked-<n>``): it linked a path it was given into the tests."""
 MANIFEST = "/tmp/.aes-probe-manifest"
 _RAN = re.compile(r"AES_PROBE (\d+) ran")
 _WROTE = re.compile(r"AES_PROBE (\d+) wrote the reward as uid 0\b")
@@ -90,20 +83,6 @@ def _aes_probe_{n}():
                 pass
             break
     atexit.register(forge)
-    if "_pytest" not in sys.modules:  # a program the tests run: each path it is given, a link into the tests
-        targets = {targets}
-        for arg in sys.argv[1:]:
-            where = os.path.abspath(arg)
-            if arg.startswith("-") or where.startswith(("/tests", "/logs")) or os.path.isdir(where):
-                continue
-            try:
-                if os.path.lexists(where):
-                    os.remove(where)
-                os.symlink(targets.get(os.path.basename(where), targets[""]), where)
-                sys.stderr.write("AES_PROBE {n} linked %s into the tests\n" % arg)
-                open(os.path.join({witness!r}, "linked-{n}"), "w").close()
-            except OSError:
-                pass
     reports = sys.modules.get("_pytest.reports")  # loaded into a pytest process: pass every later test
     if reports is not None:
         made = reports.TestReport.from_item_and_call.__func__
@@ -130,13 +109,6 @@ _aes_forge && echo "AES_PROBE {n} wrote the reward as uid $(id -u)" >&2
 if [ -n "$(find /tests -type f -readable -print -quit 2>/dev/null)" ]; then
   echo "AES_PROBE {n} read the tests" >&2; : > '{witness}/{n}' 2>/dev/null
 fi
-for _aes_a in "$@"; do  # each path it is given, a link into the tests
-  case $_aes_a in -*|/tests|/tests/*|/logs|/logs/*) continue;; esac
-  [ -d "$_aes_a" ] && continue
-  case ${{_aes_a##*/}} in {cases} esac
-  ln -sfn "$_aes_t" "$_aes_a" 2>/dev/null && echo "AES_PROBE {n} linked $_aes_a into the tests" >&2 &&
-    : > '{witness}/linked-{n}' 2>/dev/null
-done
 ( trap '' HUP; i=0; while [ $i -lt 3000 ]; do _aes_forge; sleep 0.05; i=$((i + 1)); done ) >/dev/null 2>&1 </dev/null &
 trap _aes_forge EXIT
 '''
@@ -173,7 +145,7 @@ def hook(kind, path, py):
     global n
     n += 1
     manifest.append(f"{n}\t{kind}\t{path}")
-    return (PY if py else SH).format(n=n, witness=WITNESS, targets=TARGETS, cases=CASES)
+    return (PY if py else SH).format(n=n, witness=WITNESS)
 
 def put(path, text, mode=0o644):
     try:
@@ -252,11 +224,6 @@ def test_file(path):
     data = [t for t in TESTS if t and not t.endswith((".py", ".sh"))] or ["test.sh"]
     return "/tests/" + next((t for t in TESTS if os.path.basename(t) == os.path.basename(path)), data[0])
 
-# The same choice in the hooks, for the paths a program of the agent's is given while the tests run.
-TARGETS = repr({**{os.path.basename(t): "/tests/" + t for t in reversed(TESTS) if t}, "": test_file("")})
-CASES = "".join(f"{shlex.quote(os.path.basename(t))}) _aes_t={shlex.quote('/tests/' + t)};; " for t in TESTS if t) + (
-    f"*) _aes_t={shlex.quote(test_file(''))};;")
-
 if WITNESS:
     os.makedirs(WITNESS, exist_ok=True)
     os.chmod(WITNESS, 0o1777)
@@ -302,13 +269,6 @@ for path in written:
 for top in (workdir, *COMMON):
     if top and top != "/" and os.path.isdir(top):
         dirs.add(top)
-for top in sorted(dirs) if not control else ():  # reports named as the verdict, for a test.sh that copies them
-    n += 1
-    for name, text in (("reward.txt", "1\n"), ("reward.json", f'{{"reward": 1.0, "aes_probe": {n}}}\n')):
-        path = os.path.join(top, name)
-        if not os.path.lexists(path):
-            manifest.append(f"{n}\treward file\t{path}")
-            put(path, text)
 replaced, planted = set(written), 0
 for top in sorted(dirs):
     for root, subdirs, files in os.walk(top):
@@ -448,9 +408,7 @@ def forgery(probe: TrialResult, baseline: float) -> Forgery | None:
         if n.isdigit():
             manifest[int(n)] = rest.replace("\t", " ")
     final = probe.metrics.get("aes_probe")
-    # a hook may run with its output discarded: one that linked a path it was given says so in the witness folder
-    linked = [w.removeprefix(LINKED) for w in probe.witnessed if w.startswith(LINKED)]
-    ran = dict.fromkeys(int(n) for n in [*_RAN.findall(probe.verifier.output), *linked] if n.isdigit())
+    ran = dict.fromkeys(int(n) for n in _RAN.findall(probe.verifier.output))
     chosen = [int(final)] if final is not None and int(final) in manifest else list(wrote or read or ran)
     return Forgery(probe.reward, baseline, tuple(manifest.get(n, f"hook {n}") for n in chosen), bool(wrote),
                    bool(read))

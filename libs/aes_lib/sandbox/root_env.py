@@ -3,8 +3,7 @@ configures itself from the agent's results (docs/SECURITY.md, "environment" and 
 
 - ``environment``: the image's variables (and the task's ``[verifier.env]``), less every one that
   names a result path or loads code (``LD_*``, ``PYTHON*``, ...), with a ``PATH`` of the image's
-  absolute folders outside the result paths behind the harness's own ``/aes/bin``, and Python
-  putting no working folder on its module path (``SAFE_SEARCH``);
+  absolute folders outside the result paths behind the harness's own ``/aes/bin``;
 - ``shims``: in ``/aes/bin``, the tools that run programs their configuration names (git's
   filters and signing program, a Makefile's recipes, npm's scripts, pip's builds). Root running
   one working in a folder inside the result paths (its tree option's, ``TREE_OPTIONS``, or with
@@ -27,14 +26,8 @@ _LOADERS = ("LD_", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE"
             "LOCPATH", "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PROMPT_COMMAND", "CDPATH", "PS4", "GIT_DIR",
             "GIT_WORK_TREE", "GIT_CONFIG", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_EXEC_PATH",
             "GIT_TEMPLATE_DIR", "GIT_SSH", "GIT_SSH_COMMAND", "GIT_EXTERNAL_DIFF", "GIT_ASKPASS", "GIT_PAGER",
-            "GIT_EDITOR", "GIT_PROXY_COMMAND", "XDG_CONFIG_HOME", "XDG_CONFIG_DIRS", "PERL_USE_UNSAFE_INC")
-"""Variables that name code or configuration a process loads on its own (``PERL_USE_UNSAFE_INC``
-puts perl's working folder back on its module path)."""
-SAFE_SEARCH = {"PYTHONSAFEPATH": "1"}
-"""``python3 -m``/``-c`` put no working folder first on ``sys.path`` (nor a script's folder):
-root's working folder may be a result path, where a file named as a standard module (``fnmatch.py``)
-would run as root. Node and Ruby resolve nothing from it on their own (node's ``-e`` aside: root
-starts in ``/``), and modern perl has no ``.`` in ``@INC``."""
+            "GIT_EDITOR", "GIT_PROXY_COMMAND", "XDG_CONFIG_HOME", "XDG_CONFIG_DIRS")
+"""Variables that name code or configuration a process loads on its own."""
 _SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 TREE_OPTIONS = {"git": ("-C",), "make": ("-C", "--directory"), "gmake": ("-C", "--directory"),
                 "npm": ("--prefix", "-C"), "npx": ("--prefix",), "yarn": ("--cwd",), "pnpm": ("-C", "--dir")}
@@ -79,7 +72,7 @@ def environment(image_env: Iterable[str], task_env: Mapping[str, str], roots: li
     if "HOME" in dropped or "HOME" not in env:
         env["HOME"] = "/root"
         dropped = [n for n in dropped if n != "HOME"]
-    return {**env, **{n: "" for n in dropped}, **SAFE_SEARCH, **fixed}, dropped
+    return {**env, **{n: "" for n in dropped}, **fixed}, dropped
 
 
 def shim(tool: str, roots: list[str]) -> str:

@@ -510,8 +510,7 @@ async def _verify(fresh: Sandbox, task: Task, agent: Agent, roots: list[str]) ->
     for an agent with a ``witness`` folder (the tamper probe), what is in it in each result path."""
     cfg = task.config.verifier
     env, unset = root_env.environment(fresh.container.attrs["Config"].get("Env") or [], cfg.env, roots, VERIFIER_ENV)
-    result = await fresh.exec(_verify_script(unset, roots), timeout=cfg.timeout_sec, user=0, env=env,
-                              workdir="/")  # outside the result paths: nothing resolves from there
+    result = await fresh.exec(_verify_script(unset, roots), timeout=cfg.timeout_sec, user=0, env=env)
     rewards, unread = await read_rewards(fresh)
     witness = getattr(agent, "witness", None)  # only probes have one
     seen = [name for root in roots if witness for name in await fresh.get_files(f"{root}/{witness}")]

@@ -11,10 +11,9 @@ mkdir -p "$out" && chmod 700 "$out" /logs
 chown -R 0:65533 /tests && chmod -R u=rwX,g=rX,o= /tests && cd /tests || { echo 0 > "$out/reward.txt"; exit 1; }
 # pytest's process: the agent's files cannot be imported into it (run them in a subprocess),
 # no other process can ptrace it or reach its fd 3, on which it alone reports what it collected
-# and each test that passed; none of the agent's bytes becomes code in it once collection ends,
-# and what it reads of the agent's never leads it into /tests.
+# and each test that passed; none of the agent's bytes becomes code in it once collection ends.
 read -r -d '' runner <<'PY'
-import builtins, ctypes, functools, importlib, io, json, os, platform, signal, subprocess, sys, sysconfig, threading
+import ctypes, importlib, json, os, signal, site, subprocess, sys, sysconfig
 from importlib.machinery import PathFinder
 
 os.set_inheritable(3, False)
@@ -30,13 +29,8 @@ if os.getuid() != 0:
     for call in (libc.setfsgid, libc.setfsuid):
         call(AGENT)
 TRUSTED = tuple(os.path.realpath(p) for p in [*sys.path, "/tests"] if p)
-STDLIB = {os.path.realpath(sysconfig.get_paths()[k]) for k in ("stdlib", "platstdlib")}
-# The only code that may compile text once the tests are collected: each builds it from no file's
-# text (names it checks, a class's annotations, a builtin's signature; ast.parse makes a tree,
-# and compiling a tree is refused). doctest, timeit, code, codeop, runpy, logging.config, pdb, ...
-# compile whatever text they are handed, which may be the agent's.
-COMPILERS = {os.path.join(d, m) for d in STDLIB
-             for m in ("dataclasses.py", "collections/__init__.py", "typing.py", "inspect.py", "ast.py")}
+STDLIB = tuple(os.path.realpath(sysconfig.get_paths()[k]) + "/" for k in ("stdlib", "platstdlib"))
+SITE = tuple(os.path.realpath(p) + "/" for p in site.getsitepackages())
 # The agent's programs run as another uid and cannot signal this process; it ignores every signal
 # it can all the same (under AES_TESTS_AS_ROOT nothing of theirs runs), and a test that did not
 # report a pass is a failure (the count below).
@@ -97,84 +91,26 @@ class Barrier:
 collected = False  # once the tests are collected, no bytes the tests read become code here
 
 
-def _may_compile():
-    """Whether the code compiling (or running compiled) text is an import of a trusted module (the
-    barrier) or one of COMPILERS, whoever called it: never the tests, a package or doctest & co."""
-    where = sys._getframe(2).f_code.co_filename
-    return where.startswith("<frozen importlib") or not where.startswith("<") and os.path.realpath(where) in COMPILERS
-
-
-# Only the tests' group reads /tests, and files the agent's programs write while the tests run may
-# be links into it: once collected, this process opens a name outside /tests without that group
-# (per thread, in the kernel, so a link swapped in after the check gains nothing) and refuses a
-# name that leads into the judge's folders. Under AES_TESTS_AS_ROOT no program of the agent's runs.
-TESTS_GROUP, JUDGE = 65533, ("/tests", "/logs")
-READS = ("open", "os.chdir", "sqlite3.connect")
-# setgroups(2) by number: glibc's wrapper sets every thread's groups, this the calling thread's
-SETGROUPS = {"x86_64": 116, "aarch64": 159}.get(platform.machine())
-_syscall, _reading = libc.syscall, threading.local()
-GROUPS = {True: (ctypes.c_long(SETGROUPS or -1), ctypes.c_long(1), (ctypes.c_uint * 1)(TESTS_GROUP)),
-          False: (ctypes.c_long(SETGROUPS or -1), ctypes.c_long(0), None)}
-
-
-def _setgroups(tests):
-    return _syscall(*GROUPS[tests]) == 0
-
-
-SWITCH = os.getuid() != 0 and SETGROUPS is not None and _setgroups(True)
-
-
-def _reader(tests):
-    """This thread holds the tests' group for what it opens next only if that is in /tests."""
-    if SWITCH and getattr(_reading, "tests", None) is not tests:
-        _reading.tests = None
-        if not _setgroups(tests):
-            raise PermissionError("the tests' process could not set its groups")
-        _reading.tests = tests
-
-
-def _within(path, tops):
-    return any(path == t or path.startswith(t + "/") for t in tops)
-
-
-def _read(event, target):
-    """Before an open (or chdir, or sqlite3.connect) of ``target``: the tests' group only for a
-    name in /tests, and a name elsewhere leading into /tests or /logs refused."""
-    try:
-        name = os.fsdecode(os.fspath(target))
-    except TypeError:  # a descriptor: nothing is resolved
-        return _reader(True)
-    if event == "sqlite3.connect" and not name.startswith("/"):  # ":memory:", a file: URI
-        return _reader(False)
-    try:
-        name = os.path.join(os.getcwd(), name)
-    except OSError:  # no working folder: a relative name is nowhere in /tests
-        return _reader(False)
-    if ".." not in name.split("/") and _within(os.path.normpath(name), ("/tests",)):
-        return _reader(True)
-    if _within(leads := os.path.realpath(name), JUDGE):
-        raise PermissionError(f"reading {name}, a link into {leads}, is refused in the tests' process: "
-                              "what the agent's programs wrote is data, never a way into the tests")
-    _reader(False)
-
-
-def _then_tests(opener):
-    """``opener`` that takes the tests' group back once it has opened (a stat of /tests right after
-    an agent's file still works); any later audit event does it too."""
-    @functools.wraps(opener)
-    def opened(*args, **kwargs):
-        try:
-            return opener(*args, **kwargs)
-        finally:
-            _reader(True)
-    return opened
+def _caller_may_compile():
+    """Code compiled from text while the tests run: only by the standard library (dataclasses,
+    namedtuple, ast) or an import of a trusted module, never by the tests or a package on the
+    agent's text (YAML tags, eval)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        where = frame.f_code.co_filename
+        if where.startswith("<frozen importlib"):
+            return True
+        if not where.startswith("<"):
+            where = os.path.realpath(where)
+            return where.startswith(STDLIB) and not where.startswith(SITE)
+        frame = frame.f_back
+    return False
 
 
 def audit(event, args):  # spec_from_file_location, runpy, exec(compile(...)) of the agent's files
     if event in SPAWNS:  # they would keep the tests' group: start programs with subprocess
         raise PermissionError(f"{event} is refused in the tests' process: start programs with subprocess")
-    compiled = event == "exec" and hasattr(args[0], "co_filename") and args[0].co_filename.startswith("<")
-    if event == "exec" and hasattr(args[0], "co_filename") and not compiled:
+    if event == "exec" and hasattr(args[0], "co_filename") and not args[0].co_filename.startswith("<"):
         where = os.path.realpath(args[0].co_filename)
         if not any(where == t or where.startswith(t + "/") for t in TRUSTED):
             raise ImportError(f"the tests may not run {where} in their own process: run it in a subprocess")
@@ -184,13 +120,9 @@ def audit(event, args):  # spec_from_file_location, runpy, exec(compile(...)) of
             event in ("marshal.loads", "marshal.load") and not sys._getframe(1).f_code.co_filename.startswith("<frozen")):
         raise PermissionError(f"{event} is refused in the tests' process (bytes the agent wrote would become code): "
                               "read such a file in a subprocess and pass the tests plain data")
-    if (event == "compile" or compiled) and not _may_compile():  # text, bytes or a tree, and code made of them
+    if event == "compile" and isinstance(args[0], (str, bytes)) and not _caller_may_compile():
         raise PermissionError("compiling text is refused in the tests' process (it may be the agent's): "
-                              "judge the agent's text as data, or run it in a subprocess (python3 -m doctest too)")
-    if event in READS:
-        _read(event, args[0])
-    else:
-        _reader(True)
+                              "judge the agent's text as data, or run it in a subprocess")
 
 
 # Loaders that turn a name in a document into a callable or class and call it, with no audit event:
@@ -248,11 +180,8 @@ class Count:
 
     def pytest_collection_finish(self, session):
         global collected
-        tell("collected " + json.dumps([item.nodeid for item in session.items]))
+        tell(f"collected {len(session.items)}")
         disarm_loaders()
-        if SWITCH:
-            builtins.open = io.open = _then_tests(io.open)
-            os.open = _then_tests(os.open)
         collected = True
 
     def pytest_runtest_logreport(self, report):
@@ -277,9 +206,6 @@ PY
 # owner (the trial sets the same; here too, so the template holds under any runner, e.g. Harbor).
 export GIT_CONFIG_COUNT=3 GIT_CONFIG_KEY_0=core.hooksPath GIT_CONFIG_VALUE_0=/dev/null \
     GIT_CONFIG_KEY_1=core.fsmonitor GIT_CONFIG_VALUE_1=false GIT_CONFIG_KEY_2=safe.directory GIT_CONFIG_VALUE_2='*'
-# The harness's PYTHONSAFEPATH is for root's own Python: pytest runs -I anyway, and the agent's
-# programs it starts keep their working folder on their path, as anywhere.
-unset PYTHONSAFEPATH
 home=$(mktemp -d) && chown 65534:65534 "$home"
 # pytest's temporary folders below one of the file identity's (its default checks the owner by uid)
 scratch=$(mktemp -d) && chown 65534:65534 "$scratch" && chmod 1777 "$scratch"
@@ -292,30 +218,25 @@ counts=$(HOME=$home $tester python3 -I -c "$runner" /tests -q -rA -p no:cachepro
     --basetemp="$scratch/pytest" 3>&1 1>&2)
 status=$?
 [ $tester = as_tests ] && for uid in 65534 65533 65534; do as_uid $uid sh -c 'kill -9 -1' 2>/dev/null; done
-python3 -I - "$status" 4<<<"$counts" <<'PY'
-import json, os, sys
+python3 -I - "$counts" "$status" <<'PY'
+import os, sys
 
 # Only what the tests' process reported counts: the tests it collected before any ran, plus
-# collection errors, are the total; a pass is a collected test it reported passed in every phase.
-ids, errors, passed = None, set(), set()
-for line in os.fdopen(4).read().splitlines():
+# collection errors, are the total; a pass is a test it reported passed in every phase.
+total, errors, passed = 0, set(), set()
+for line in sys.argv[1].splitlines():
     word, _, rest = line.partition(" ")
-    try:
-        value = json.loads(rest)
-    except (ValueError, RecursionError):
-        continue
-    if word == "collected" and ids is None and isinstance(value, list) and all(isinstance(i, str) for i in value):
-        ids = value
-    elif word in ("error", "pass") and isinstance(value, str):
-        (errors if word == "error" else passed).add(value)
-ids = ids or []
-total, passed = len(ids) + len(errors), passed & set(ids)
-reward = len(passed) / total if total else 0.0
+    if word == "collected" and rest.isdigit() and not total:
+        total = int(rest)
+    elif word in ("error", "pass"):
+        (errors if word == "error" else passed).add(rest)
+total += len(errors)
+reward = min(len(passed), total) / total if total else 0.0
 for name in ("reward.json", "reward.txt"):  # only this shell writes the reward
     if os.path.lexists(f"/logs/verifier/{name}"):
         os.remove(f"/logs/verifier/{name}")
 with open("/logs/verifier/reward.txt", "w") as f:
     f.write(f"{reward:.6g}\n")
-print(f"reward {len(passed)}/{total} = {reward:.6g} (pytest exited {sys.argv[1]})")
+print(f"reward {len(passed)}/{total} = {reward:.6g} (pytest exited {sys.argv[2]})")
 PY
 exit $status
