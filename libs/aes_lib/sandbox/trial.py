@@ -494,10 +494,11 @@ def _verify_script(unset: list[str], roots: list[str]) -> str:
     them, with nothing left running to rewrite them. Without the record no reward file can be
     told from the agent's, so test.sh does not run."""
     drop = f"unset {' '.join(unset)}\n" if unset else ""
-    found = (f"find {' '.join(shlex.quote(r) for r in roots)} -xdev -type f -exec stat -c %d:%i {{}} + "
+    # find's own -printf, not stat(1): gVisor (Debian's runsc) answers coreutils' statx with EINVAL.
+    found = (f"find {' '.join(shlex.quote(r) for r in roots)} -xdev -type f -printf '%D:%i\\n' "
              f"> {CROSSED}.part 2>/dev/null && " if roots else f": > {CROSSED}.part && ")
     record = (f"mkdir -p {posixpath.dirname(CROSSED)} && rm -f {CROSSED} && {found}mv -f {CROSSED}.part {CROSSED} || "
-              "{ echo 'aes: cannot record the inodes of the files in the result paths (find and stat of the image)' >&2; "
+              "{ echo 'aes: cannot record the inodes of the files in the result paths (find of the image)' >&2; "
               "exit 1; }\n")
     return f"{drop}{record}bash /tests/test.sh\nstatus=$?\n{KILL_ALL}\nexit $status\n"
 
@@ -558,7 +559,8 @@ def _not_roots(uid: int, links: int, inode: str) -> str:
     return ""
 
 
-_STAT = ('for f in {names}; do p=/logs/verifier/$f; meta=$(stat -c "%u %h" -- "$p") && id=$(stat -c %d:%i -- "$p") '
+_STAT = ('for f in {names}; do p=/logs/verifier/$f; meta=$(find "$p" -maxdepth 0 -printf "%U %n") '
+         '&& id=$(find "$p" -maxdepth 0 -printf %D:%i) '
          '|| exit 1; grep -qxF "$id" {crossed}; case $? in 0) w=crossed;; 1) w=new;; *) w=unrecorded;; esac; '
          'echo "$f $meta $w"; done')
 
