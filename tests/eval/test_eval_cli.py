@@ -262,8 +262,8 @@ async def test_regrade_rescores_an_eval_result_with_the_current_verifier(tmp_pat
     forge = ["```bash\nln -sf /tests/expected.txt /app/answer.txt && printf '#!/bin/sh\\ncat /app/answer.txt\\n' "
              "> /app/solve && chmod 755 /app/solve\n```", "TASK_DONE"]
     with ReplayServer(forge * 2) as srv, monkeypatch.context() as old:
-        old.setattr(verifier, "_resolve", lambda start, target, roots, view: posixpath.normpath(
-            posixpath.join(start, target)))  # the older link rule: every link crosses
+        old.setattr(verifier, "_resolve", lambda start, target, roots, view: (posixpath.normpath(
+            posixpath.join(start, target)), True))  # the older link rule: every link crosses
         _env(monkeypatch, home=tmp_path / "home", blob_url=f"file://{tmp_path / 'blobs'}", tiny=tmp_path / "unused")
         monkeypatch.setenv("AES_MODEL_URL", srv.url)
         monkeypatch.setenv("AES_MODEL", "replay")

@@ -34,7 +34,7 @@ BAND = {"band_low": 0.1, "band_high": 0.9}
 
 def _unchecked(start, target, roots, view):
     """The link rule of a verifier before links were checked: every link crosses."""
-    return posixpath.normpath(posixpath.join(start, target))
+    return posixpath.normpath(posixpath.join(start, target)), True
 
 
 async def test_a_task_admitted_on_forged_rewards_is_flagged_and_retired(fresh_nats, bus, tmp_path, monkeypatch):
